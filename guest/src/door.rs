@@ -1,0 +1,269 @@
+//! The door's check order ("What the door answers"): one function that reads
+//! like the reference's list, each step a named call.
+
+use serde_json::{Map, Value, json};
+
+use crate::card::{self, CardKind};
+use crate::errors::{Refusal, RpcError};
+use crate::extensions;
+use crate::http::{Request, Response};
+use crate::imports::Imports;
+use crate::methods::Method;
+use crate::model::{Capsule, CompletionRefusal, Grant, ResidueItem, Scope};
+use crate::rpc::{self, Id, RpcRequest};
+use crate::security::{self, TASK_ORIGIN};
+use crate::version;
+
+pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+const FILES_PLANE: &str = "/resources/files";
+const PEER_PLANE: &str = "/resources/peer";
+
+/// Answers one request. `read_body` is called at most once, and only when the
+/// check order reaches the body (step 5).
+pub fn handle(
+    imports: &impl Imports,
+    request: &Request,
+    read_body: impl FnOnce() -> Vec<u8>,
+) -> Response {
+    let capsule = imports.capsule();
+    match check(imports, &capsule, request, read_body) {
+        Ok(response) => response,
+        Err(Answer::Refusal(refusal)) => refused(&refusal, &capsule),
+        Err(Answer::Rpc(id, error)) => rpc::error(&id, &error),
+    }
+}
+
+/// How a request is turned away: an HTTP refusal, or a JSON-RPC error.
+enum Answer {
+    Refusal(Refusal),
+    Rpc(Id, RpcError),
+}
+
+impl From<Refusal> for Answer {
+    fn from(refusal: Refusal) -> Answer {
+        Answer::Refusal(refusal)
+    }
+}
+
+fn check(
+    imports: &impl Imports,
+    capsule: &Capsule,
+    request: &Request,
+    read_body: impl FnOnce() -> Vec<u8>,
+) -> Result<Response, Answer> {
+    // 1. The card and the peer plane need no door token.
+    if let Some(response) = public_paths(request, capsule) {
+        return Ok(response);
+    }
+    // 2. The token, before the path, the body or the method is read.
+    let grant = security::authenticate(request, capsule, imports)?;
+    // 3. Peer consent, on every door.
+    security::peer_consent(request, capsule)?;
+    // 4. The operator plane: its scope, then the plane.
+    if on_plane(request.path(), FILES_PLANE) {
+        security::require_scope(grant.as_ref(), Scope::ResourcesFiles)?;
+        return Err(plane(capsule.files_plane, "files").into());
+    }
+    // 5. Anything but a POST / with content-type: application/json and a body.
+    if !(request.method == "POST" && request.path() == "/" && is_json(request)) {
+        return Err(Refusal::NotFound.into());
+    }
+    let body = read_body();
+    if body.is_empty() {
+        return Err(Refusal::NotFound.into());
+    }
+    // 6. and 7. A JSON body, then a JSON-RPC 2.0 request.
+    let rpc = rpc::parse(&body).map_err(|(id, error)| Answer::Rpc(id, error))?;
+    let fail = |error: RpcError| Answer::Rpc(rpc.id.clone(), error);
+    // 8. The A2A-Version header.
+    version::check(request).map_err(fail)?;
+    // 9. A completion addressed to another session.
+    let completion = is_completion(request);
+    if completion {
+        completion_addressed_here(request, capsule).map_err(fail)?;
+    }
+    // 10. The method; a completion is only ever a SendMessage.
+    let method = Method::resolve(&rpc.method, capsule).map_err(fail)?;
+    if completion && method != Method::SendMessage {
+        return Err(fail(RpcError::method_not_found()));
+    }
+    // 11. The method's scope.
+    if let Some(scope) = method.scope() {
+        security::require_scope(grant.as_ref(), scope)?;
+    }
+    // A completion names a delegation some task waits for, before its params
+    // are read ("Completion errors").
+    if completion {
+        delegation_awaited(request, imports).map_err(fail)?;
+    }
+    // 12. params, when present, is an object.
+    let params = params_object(&rpc).map_err(fail)?;
+    // 13. No tenant.
+    no_tenant(&params).map_err(fail)?;
+    // 14. The method itself.
+    serve(
+        imports,
+        capsule,
+        method,
+        completion,
+        &rpc.id,
+        grant.as_ref(),
+    )
+    .map_err(fail)
+}
+
+/// Step 1: GET the card; the peer plane.
+fn public_paths(request: &Request, capsule: &Capsule) -> Option<Response> {
+    if request.method == "GET" && request.path() == CARD_PATH {
+        return Some(Response::json(200, &card::card(capsule, CardKind::Public)));
+    }
+    if on_plane(request.path(), PEER_PLANE) {
+        return Some(refused(
+            &plane(capsule.peer_files_plane, "peer_files"),
+            capsule,
+        ));
+    }
+    None
+}
+
+fn on_plane(path: &str, plane: &str) -> bool {
+    path.strip_prefix(plane)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// An undeclared plane refuses every request; a declared one is served by
+/// the runtime's content planes, which this door does not carry.
+fn plane(declared: bool, name: &'static str) -> Refusal {
+    if declared {
+        Refusal::PlaneNotServed(name)
+    } else {
+        Refusal::PlaneNotDeclared(name)
+    }
+}
+
+/// `content-type: application/json`, in any case, parameters allowed.
+fn is_json(request: &Request) -> bool {
+    request.header("content-type").is_some_and(|value| {
+        let media_type = value.split(';').next().unwrap_or("").trim();
+        media_type.eq_ignore_ascii_case("application/json")
+    })
+}
+
+fn is_completion(request: &Request) -> bool {
+    request
+        .header_values(TASK_ORIGIN)
+        .iter()
+        .any(|v| v.eq_ignore_ascii_case("completion"))
+}
+
+/// Step 9: -31001 unless `x-murmur-completion-session` names this session.
+fn completion_addressed_here(request: &Request, capsule: &Capsule) -> Result<(), RpcError> {
+    let addressed = request
+        .header_values("x-murmur-completion-session")
+        .join(",");
+    if addressed == capsule.session_id {
+        Ok(())
+    } else {
+        Err(RpcError::completion_misaddressed(&addressed))
+    }
+}
+
+/// -31002 unless `x-murmur-delegation-id` names a delegation a task awaits.
+fn delegation_awaited(request: &Request, imports: &impl Imports) -> Result<(), RpcError> {
+    let Some(id) = request
+        .header("x-murmur-delegation-id")
+        .filter(|id| !id.is_empty())
+    else {
+        return Err(RpcError::completion_not_awaited(None, false));
+    };
+    imports.awaits_delegation(&id).map_err(|refusal| {
+        RpcError::completion_not_awaited(Some(&id), refusal == CompletionRefusal::Ending)
+    })
+}
+
+/// Step 12: params omitted reads as {}.
+fn params_object(rpc: &RpcRequest) -> Result<Map<String, Value>, RpcError> {
+    match &rpc.params {
+        None => Ok(Map::new()),
+        Some(Value::Object(params)) => Ok(params.clone()),
+        Some(_) => Err(RpcError::params_not_object()),
+    }
+}
+
+/// Step 13: a tenant other than "" is refused; "" reads as absent.
+fn no_tenant(params: &Map<String, Value>) -> Result<(), RpcError> {
+    match params.get("tenant") {
+        None => Ok(()),
+        Some(Value::String(tenant)) if tenant.is_empty() => Ok(()),
+        Some(tenant) => Err(RpcError::tenant(tenant)),
+    }
+}
+
+/// Step 14: the method itself.
+fn serve(
+    imports: &impl Imports,
+    capsule: &Capsule,
+    method: Method,
+    completion: bool,
+    id: &Id,
+    _grant: Option<&Grant>,
+) -> Result<Response, RpcError> {
+    match method {
+        Method::GetExtendedAgentCard => {
+            Ok(rpc::result(id, card::card(capsule, CardKind::Extended)))
+        }
+        Method::StopSession => {
+            let report = imports.stop();
+            let result = json!({
+                "canceled": report.canceled,
+                "residue": report.residue.iter().map(residue_item).collect::<Vec<_>>(),
+                "session_id": capsule.session_id,
+            });
+            Ok(rpc::result(id, result).with_header(extensions::HEADER, extensions::DOOR))
+        }
+        _ if completion => Err(RpcError::internal(
+            "Internal error: this door cannot deliver completions yet: it has no task store",
+        )),
+        _ => Err(RpcError::internal(format!(
+            "Internal error: {} could not be handed to the session: this door has no task store yet",
+            method.name()
+        ))),
+    }
+}
+
+/// A residue item as murmur.StopSession lists it, keys in the reference's
+/// example order.
+fn residue_item(item: &ResidueItem) -> Value {
+    match item {
+        ResidueItem::DetachedShell {
+            work_id,
+            binary,
+            command,
+            started_at_ms,
+        } => json!({
+            "binary": binary, "command": command, "kind": "detached_shell",
+            "started_at_ms": started_at_ms, "work_id": work_id,
+        }),
+        ResidueItem::Delegation {
+            delegation_id,
+            capsule,
+            version,
+            child_session_id,
+            child_workdir,
+        } => json!({
+            "capsule": capsule, "child_session_id": child_session_id, "child_workdir": child_workdir,
+            "delegation_id": delegation_id, "kind": "delegation", "version": version,
+        }),
+    }
+}
+
+/// An HTTP refusal: `{"error", "message"}` and, on the token and scope
+/// refusals, `www-authenticate`.
+fn refused(refusal: &Refusal, capsule: &Capsule) -> Response {
+    let body = json!({"error": refusal.code(), "message": refusal.message()});
+    let response = Response::json(refusal.status(), &body);
+    match refusal.www_authenticate(&capsule.name) {
+        Some(challenge) => response.with_header("www-authenticate", challenge),
+        None => response,
+    }
+}

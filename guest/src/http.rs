@@ -1,0 +1,77 @@
+//! The HTTP request and response the door sees, free of any `wasi:http` type.
+
+/// A request's head. The body is read separately, and only once the check
+/// order reaches it.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    /// The method as sent: `GET`, `POST`, ...
+    pub method: String,
+    /// The path with its query, as sent: `/`, `/?x=1`, ...
+    pub path_with_query: String,
+    /// Every header line in order; names as sent, values as bytes.
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl Request {
+    /// The path without its query.
+    pub fn path(&self) -> &str {
+        let p = &self.path_with_query;
+        p.split_once('?').map_or(p.as_str(), |(path, _)| path)
+    }
+
+    /// Every value of the header `name` (matched in any case), in order,
+    /// with surrounding whitespace removed.
+    pub fn header_values(&self, name: &str) -> Vec<String> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| String::from_utf8_lossy(v).trim().to_string())
+            .collect()
+    }
+
+    /// The header's value when it is sent exactly once.
+    pub fn header(&self, name: &str) -> Option<String> {
+        let mut values = self.header_values(name);
+        if values.len() == 1 {
+            values.pop()
+        } else {
+            None
+        }
+    }
+}
+
+/// A response: status, headers and a complete body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A JSON body with the given status.
+    pub fn json(status: u16, body: &serde_json::Value) -> Response {
+        let body = serde_json::to_vec(body).expect("a JSON value serializes");
+        Response {
+            status,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("content-length".into(), body.len().to_string()),
+            ],
+            body,
+        }
+    }
+
+    pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Response {
+        self.headers.push((name.to_string(), value.into()));
+        self
+    }
+
+    /// The value of a response header, for tests and the edge.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}

@@ -1,0 +1,25 @@
+//! The door of a Murmur capsule: every rule of the door reference that can be
+//! decided from the request and from what the host's imports answer.
+//!
+//! The logic is plain Rust written against [`Imports`], so it compiles and is
+//! tested natively; `wasm` is the thin `wasi:http` edge that runs it as a
+//! component.
+
+pub mod card;
+pub mod door;
+pub mod errors;
+pub mod extensions;
+pub mod http;
+pub mod imports;
+pub mod methods;
+pub mod model;
+pub mod rpc;
+pub mod security;
+pub mod version;
+
+pub use door::handle;
+pub use http::{Request, Response};
+pub use imports::Imports;
+
+#[cfg(target_arch = "wasm32")]
+mod wasm;

@@ -1,0 +1,195 @@
+//! The `wasi:http` edge: turns the incoming request into a [`Request`], runs
+//! the door, and writes its [`Response`]. Also adapts the generated import
+//! bindings to [`Imports`].
+
+use wasip2::http::types::{
+    Fields, IncomingBody, IncomingRequest, Method as HttpMethod, OutgoingBody, OutgoingResponse,
+    ResponseOutparam,
+};
+use wasip2::io::streams::StreamError;
+
+use crate::model::{
+    Capsule, CompletionRefusal, Credential, Grant, ImageLimits, ResidueItem, Scope, StopReport,
+    TaskAcceptance, Transport,
+};
+use crate::{Imports, Request, Response};
+
+wit_bindgen::generate!({
+    path: "../wit",
+    world: "murmur:door/imports",
+    with: { "wasi:io/poll@0.2.12": wasip2::io::poll },
+});
+
+use murmur::door::{session, tokens};
+
+struct Door;
+
+wasip2::http::proxy::export!(Door);
+
+impl wasip2::exports::http::incoming_handler::Guest for Door {
+    fn handle(request: IncomingRequest, out: ResponseOutparam) {
+        let head = Request {
+            method: method_name(request.method()),
+            path_with_query: request.path_with_query().unwrap_or_else(|| "/".into()),
+            headers: request.headers().entries(),
+        };
+        let response = crate::handle(&Host, &head, || read_body(&request));
+        write(out, response);
+    }
+}
+
+fn method_name(method: HttpMethod) -> String {
+    match method {
+        HttpMethod::Get => "GET".into(),
+        HttpMethod::Head => "HEAD".into(),
+        HttpMethod::Post => "POST".into(),
+        HttpMethod::Put => "PUT".into(),
+        HttpMethod::Delete => "DELETE".into(),
+        HttpMethod::Connect => "CONNECT".into(),
+        HttpMethod::Options => "OPTIONS".into(),
+        HttpMethod::Trace => "TRACE".into(),
+        HttpMethod::Patch => "PATCH".into(),
+        HttpMethod::Other(other) => other,
+    }
+}
+
+/// The whole body; a body that cannot be read reads as empty (answered 404).
+fn read_body(request: &IncomingRequest) -> Vec<u8> {
+    let Ok(body) = request.consume() else {
+        return Vec::new();
+    };
+    let mut bytes = Vec::new();
+    if let Ok(stream) = body.stream() {
+        loop {
+            match stream.blocking_read(64 * 1024) {
+                Ok(chunk) => bytes.extend_from_slice(&chunk),
+                Err(StreamError::Closed) => break,
+                Err(StreamError::LastOperationFailed(_)) => return Vec::new(),
+            }
+        }
+    }
+    drop(IncomingBody::finish(body));
+    bytes
+}
+
+fn write(out: ResponseOutparam, response: Response) {
+    let headers: Vec<(String, Vec<u8>)> = response
+        .headers
+        .into_iter()
+        .map(|(name, value)| (name, value.into_bytes()))
+        .collect();
+    let fields =
+        Fields::from_list(&headers).expect("the door writes valid header names and values");
+    let outgoing = OutgoingResponse::new(fields);
+    outgoing
+        .set_status_code(response.status)
+        .expect("the door writes valid status codes");
+    let body = outgoing.body().expect("a new response has a body");
+    ResponseOutparam::set(out, Ok(outgoing));
+    let stream = body.write().expect("a new body has a stream");
+    for chunk in response.body.chunks(4096) {
+        if stream.blocking_write_and_flush(chunk).is_err() {
+            // The client left; nothing more to write.
+            return;
+        }
+    }
+    drop(stream);
+    let _ = OutgoingBody::finish(body, None);
+}
+
+/// The host's imports, seen through [`Imports`].
+struct Host;
+
+impl Imports for Host {
+    fn capsule(&self) -> Capsule {
+        let c = session::describe();
+        Capsule {
+            name: c.name,
+            version: c.version,
+            session_id: c.session_id,
+            url: c.url,
+            task_acceptance: match c.task_acceptance {
+                session::TaskAcceptance::None => TaskAcceptance::None,
+                session::TaskAcceptance::Single => TaskAcceptance::Single,
+                session::TaskAcceptance::Queue => TaskAcceptance::Queue,
+            },
+            transport: match c.inference_transport {
+                session::InferenceTransport::Http => Transport::Http,
+                session::InferenceTransport::Process => Transport::Process,
+            },
+            authenticated: c.authenticated,
+            peer_tasks: c.peer_tasks,
+            tools: c.tools,
+            shell: c.shell,
+            network: c.network,
+            files_plane: c.planes.contains(session::Planes::FILES),
+            peer_files_plane: c.planes.contains(session::Planes::PEER_FILES),
+            images: ImageLimits {
+                max_bytes: c.images.max_bytes,
+                max_per_turn: c.images.max_per_turn,
+            },
+        }
+    }
+
+    fn verify(&self, token: &str) -> Option<Grant> {
+        let grant = tokens::verify(token)?;
+        let credential = match grant.credential {
+            tokens::Credential::Operator => Credential::Operator,
+            tokens::Credential::Declared(name) => Credential::Declared(name),
+            tokens::Credential::Member(caller) => Credential::Member(caller),
+        };
+        let flags = [
+            (tokens::Scopes::SEND_MESSAGE, Scope::SendMessage),
+            (
+                tokens::Scopes::SEND_STREAMING_MESSAGE,
+                Scope::SendStreamingMessage,
+            ),
+            (tokens::Scopes::WATCH_SESSION, Scope::WatchSession),
+            (tokens::Scopes::GET_TASK, Scope::GetTask),
+            (tokens::Scopes::LIST_TASKS, Scope::ListTasks),
+            (tokens::Scopes::CANCEL_TASK, Scope::CancelTask),
+            (tokens::Scopes::SUBSCRIBE_TO_TASK, Scope::SubscribeToTask),
+            (tokens::Scopes::STOP_SESSION, Scope::StopSession),
+            (tokens::Scopes::RESOURCES_FILES, Scope::ResourcesFiles),
+        ];
+        let scopes = flags
+            .into_iter()
+            .filter(|(flag, _)| grant.scopes.contains(*flag))
+            .map(|(_, s)| s)
+            .collect();
+        Some(Grant { credential, scopes })
+    }
+
+    fn stop(&self) -> StopReport {
+        let report = session::stop();
+        StopReport {
+            canceled: report.canceled,
+            residue: report.residue.into_iter().map(residue_item).collect(),
+        }
+    }
+
+    fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal> {
+        session::awaits_delegation(delegation_id).map_err(|refusal| match refusal {
+            session::CompletionRefusal::NotAwaited => CompletionRefusal::NotAwaited,
+            session::CompletionRefusal::Ending => CompletionRefusal::Ending,
+        })
+    }
+}
+
+fn residue_item(item: session::ResidueItem) -> ResidueItem {
+    match item {
+        session::ResidueItem::DetachedShell(s) => ResidueItem::DetachedShell {
+            work_id: s.work_id,
+            binary: s.binary,
+            command: s.command,
+            started_at_ms: s.started_at_ms,
+        },
+        session::ResidueItem::Delegation(d) => ResidueItem::Delegation {
+            delegation_id: d.delegation_id,
+            capsule: d.capsule,
+            version: d.version,
+            child_session_id: d.child_session_id,
+            child_workdir: d.child_workdir,
+        },
+    }
+}

@@ -1,0 +1,169 @@
+//! The host side of the door's imports (`wit/`): bindings, and the state each
+//! request's store holds to answer them.
+
+use std::sync::Arc;
+
+use wasmtime::StoreLimits;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+use wasmtime_wasi_http::{
+    RequestOptions, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
+};
+
+use crate::session::Session;
+use crate::tokens;
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "murmur:door/imports",
+    with: { "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll },
+    require_store_data_send: true,
+});
+
+pub use murmur::door::{session, task_store, tokens as token_types};
+
+/// What one request's store holds.
+pub struct RequestState {
+    pub session: Arc<Session>,
+    pub limits: StoreLimits,
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    hooks: NoOutgoingRequests,
+    table: ResourceTable,
+}
+
+/// The door answers requests and sends none: the host's default hooks, with
+/// outgoing HTTP refused (the crate's default sender is not compiled in).
+struct NoOutgoingRequests;
+
+impl WasiHttpHooks for NoOutgoingRequests {
+    fn send_request(
+        &mut self,
+        _request: hyper::Request<HyperOutgoingBody>,
+        _options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ) -> Box<dyn Future<Output = OutgoingResult> + Send> {
+        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+    }
+}
+
+type OutgoingResult = Result<
+    (
+        hyper::Response<HyperOutgoingBody>,
+        Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ),
+    wasmtime_wasi_http::Error,
+>;
+
+impl RequestState {
+    pub fn new(session: Arc<Session>, limits: StoreLimits) -> RequestState {
+        RequestState {
+            session,
+            limits,
+            // The door gets no environment, arguments, files or stdio.
+            wasi: WasiCtx::builder().build(),
+            http: WasiHttpCtx::new(),
+            hooks: NoOutgoingRequests,
+            table: ResourceTable::new(),
+        }
+    }
+}
+
+impl WasiView for RequestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for RequestState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+impl session::Host for RequestState {
+    fn describe(&mut self) -> session::Capsule {
+        self.session.capsule.clone()
+    }
+
+    fn closing(&mut self) -> bool {
+        self.session.closing()
+    }
+
+    /// No task runs in this host yet, so nothing is live to cancel and the
+    /// session leaves nothing running.
+    fn stop(&mut self) -> session::StopReport {
+        session::StopReport {
+            canceled: Vec::new(),
+            residue: Vec::new(),
+        }
+    }
+
+    /// No task of this host delegates yet, so none awaits a completion.
+    fn awaits_delegation(
+        &mut self,
+        _delegation_id: String,
+    ) -> Result<(), session::CompletionRefusal> {
+        Err(self.refusal())
+    }
+
+    fn deliver_completion(
+        &mut self,
+        _delegation_id: String,
+        _message: String,
+    ) -> Result<session::CompletionReceipt, session::CompletionRefusal> {
+        Err(self.refusal())
+    }
+}
+
+impl RequestState {
+    fn refusal(&self) -> session::CompletionRefusal {
+        if self.session.closing() {
+            session::CompletionRefusal::Ending
+        } else {
+            session::CompletionRefusal::NotAwaited
+        }
+    }
+}
+
+impl token_types::Host for RequestState {
+    fn verify(&mut self, token: String) -> Option<token_types::Grant> {
+        let grant = self.session.tokens.verify(&token)?;
+        let credential = match grant.credential {
+            tokens::Credential::Operator => token_types::Credential::Operator,
+            tokens::Credential::Declared(name) => token_types::Credential::Declared(name),
+            tokens::Credential::Member(caller) => token_types::Credential::Member(caller),
+        };
+        let scopes = grant
+            .scopes
+            .iter()
+            .fold(token_types::Scopes::empty(), |all, scope| {
+                all | scope_flag(*scope)
+            });
+        Some(token_types::Grant { credential, scopes })
+    }
+}
+
+fn scope_flag(scope: crate::manifest::Scope) -> token_types::Scopes {
+    use crate::manifest::Scope;
+    use token_types::Scopes;
+    match scope {
+        Scope::SendMessage => Scopes::SEND_MESSAGE,
+        Scope::SendStreamingMessage => Scopes::SEND_STREAMING_MESSAGE,
+        Scope::WatchSession => Scopes::WATCH_SESSION,
+        Scope::GetTask => Scopes::GET_TASK,
+        Scope::ListTasks => Scopes::LIST_TASKS,
+        Scope::CancelTask => Scopes::CANCEL_TASK,
+        Scope::SubscribeToTask => Scopes::SUBSCRIBE_TO_TASK,
+        Scope::StopSession => Scopes::STOP_SESSION,
+        Scope::ResourcesFiles => Scopes::RESOURCES_FILES,
+    }
+}

@@ -1,0 +1,10 @@
+//! The wasmtime host of a Murmur capsule's door: it runs the door component
+//! sandboxed, one fresh instance per request, and answers its imports from
+//! the session it keeps.
+
+pub mod engine;
+pub mod imports;
+pub mod manifest;
+pub mod server;
+pub mod session;
+pub mod tokens;

@@ -1,0 +1,102 @@
+//! The session a door answers for: the capsule's facts derived from the
+//! manifest at launch, its id, its minted tokens, and whether it is closing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::imports::session::{Capsule, ImageLimits, InferenceTransport, Planes, TaskAcceptance};
+use crate::manifest::{self, Manifest};
+use crate::tokens::Tokens;
+
+pub struct Session {
+    pub capsule: Capsule,
+    pub tokens: Tokens,
+    closing: AtomicBool,
+}
+
+impl Session {
+    /// A new session for `manifest`, answering on `url`: a fresh session id
+    /// and freshly minted tokens.
+    pub fn launch(manifest: &Manifest, url: String) -> anyhow::Result<Session> {
+        let tokens = Tokens::mint(manifest.credentials.as_deref().unwrap_or_default())?;
+        Ok(Session {
+            capsule: capsule(manifest, new_session_id(), url),
+            tokens,
+            closing: AtomicBool::new(false),
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.capsule.session_id
+    }
+
+    pub fn closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
+    }
+
+    /// New tasks are rejected from now on.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `ses_` and 32 lowercase hex digits, time-ordered (a UUIDv7's bits).
+pub fn new_session_id() -> String {
+    format!("ses_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// The facts the card and the door's rules derive from.
+fn capsule(manifest: &Manifest, session_id: String, url: String) -> Capsule {
+    let mut planes = Planes::empty();
+    if manifest.files {
+        planes |= Planes::FILES;
+    }
+    if manifest.peer_files {
+        planes |= Planes::PEER_FILES;
+    }
+    Capsule {
+        name: manifest.name.clone(),
+        version: manifest.version.clone(),
+        session_id,
+        url,
+        task_acceptance: match manifest.task_acceptance {
+            manifest::TaskAcceptance::None => TaskAcceptance::None,
+            manifest::TaskAcceptance::Single => TaskAcceptance::Single,
+            manifest::TaskAcceptance::Queue => TaskAcceptance::Queue,
+        },
+        inference_transport: match manifest.transport {
+            manifest::Transport::Http => InferenceTransport::Http,
+            manifest::Transport::Process => InferenceTransport::Process,
+        },
+        authenticated: manifest.credentials.is_some(),
+        peer_tasks: manifest.peer_tasks_accept,
+        tools: manifest.tools.clone(),
+        shell: !manifest.shell_allow.is_empty(),
+        network: !manifest.network_allow.is_empty(),
+        planes,
+        images: ImageLimits {
+            max_bytes: manifest.image_max_bytes,
+            max_per_turn: manifest.image_max_per_turn,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::new_session_id;
+
+    #[test]
+    fn session_ids_are_time_ordered_hex() {
+        let a = new_session_id();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = new_session_id();
+        for id in [&a, &b] {
+            let hex = id.strip_prefix("ses_").unwrap();
+            assert_eq!(hex.len(), 32);
+            assert!(
+                hex.bytes()
+                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+            );
+        }
+        assert!(a < b);
+    }
+}
