@@ -1,0 +1,293 @@
+//! The end-to-end harness: starts the real `murmur-door` binary on an
+//! ephemeral port and speaks raw HTTP/1.1 to it, so every header line is
+//! exactly what the test wrote.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A running door, stopped when dropped.
+pub struct Door {
+    child: Child,
+    pub addr: String,
+    pub url: String,
+    pub state: tempdir::TempDir,
+    pub tokens: Value,
+    pub stderr: mpsc::Receiver<String>,
+}
+
+pub mod tempdir {
+    use std::path::{Path, PathBuf};
+
+    /// A directory under the target dir, removed when dropped.
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        pub fn new(label: &str) -> TempDir {
+            let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+            let unique = format!("{label}-{}-{}", std::process::id(), super::counter());
+            let dir = base.join(unique);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn counter() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_murmur-door"))
+}
+
+/// The repository's root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+impl Door {
+    /// Serves the manifest `yaml` on 127.0.0.1:0.
+    pub fn start(yaml: &str) -> Door {
+        let state = tempdir::TempDir::new("door");
+        let manifest = state.path().join("murmur.yaml");
+        std::fs::write(&manifest, yaml).unwrap();
+        Door::start_with(&manifest, state, &[])
+    }
+
+    /// Serves the manifest `yaml` logging at `level` (RUST_LOG).
+    pub fn start_logged(yaml: &str, level: &str) -> Door {
+        let state = tempdir::TempDir::new("door");
+        let manifest = state.path().join("murmur.yaml");
+        std::fs::write(&manifest, yaml).unwrap();
+        Door::launch(&manifest, state, &[], level)
+    }
+
+    pub fn start_with(manifest: &Path, state: tempdir::TempDir, extra: &[&str]) -> Door {
+        Door::launch(manifest, state, extra, "info")
+    }
+
+    fn launch(manifest: &Path, state: tempdir::TempDir, extra: &[&str], level: &str) -> Door {
+        let tokens_file = state.path().join("tokens.json");
+        let mut child = Command::new(binary())
+            .arg("serve")
+            .arg(manifest)
+            .args(["--listen", "127.0.0.1:0", "--state"])
+            .arg(state.path())
+            .arg("--tokens-file")
+            .arg(&tokens_file)
+            .args(extra)
+            .env("RUST_LOG", level)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting murmur-door");
+        let (lines, stderr) = mpsc::channel();
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let url = loop {
+            let line = stderr
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "murmur-door did not announce its url: {:?}",
+                        child.try_wait()
+                    )
+                });
+            if let Some(at) = line.find("url=") {
+                break line[at + 4..].trim().to_string();
+            }
+        };
+        let addr = url.strip_prefix("http://").unwrap().to_string();
+        let tokens = serde_json::from_slice(&std::fs::read(&tokens_file).unwrap()).unwrap();
+        Door {
+            child,
+            addr,
+            url,
+            state,
+            tokens,
+            stderr,
+        }
+    }
+
+    pub fn token(&self, credential: &str) -> String {
+        self.tokens[credential].as_str().unwrap().to_string()
+    }
+
+    /// Sends raw header lines and a body.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Reply {
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
+            self.addr
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if !body.is_empty() || method == "POST" {
+            head.push_str(&format!("content-length: {}\r\n", body.len()));
+        }
+        head.push_str("\r\n");
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body).unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        Reply::parse(&raw)
+    }
+
+    pub fn get(&self, path: &str) -> Reply {
+        self.request("GET", path, &[], b"")
+    }
+
+    /// A JSON-RPC POST / with `A2A-Version: 1.0` and the extra headers.
+    pub fn rpc(&self, body: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut all = vec![("content-type", "application/json"), ("A2A-Version", "1.0")];
+        all.extend_from_slice(headers);
+        self.request("POST", "/", &all, body.as_bytes())
+    }
+
+    /// `rpc` with a bearer token.
+    pub fn rpc_as(&self, token: &str, body: &str) -> Reply {
+        let auth = format!("Bearer {token}");
+        self.rpc(body, &[("Authorization", &auth)])
+    }
+
+    /// Stops the door and returns every line it logged after its url.
+    pub fn stop(mut self) -> Vec<String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::thread::sleep(Duration::from_millis(50));
+        self.stderr.try_iter().collect()
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Door {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP response as it arrived.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    /// Header lines in order, names lowercased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    fn parse(raw: &[u8]) -> Reply {
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a response head");
+        let head = std::str::from_utf8(&raw[..split]).unwrap();
+        let mut lines = head.split("\r\n");
+        let status = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let headers: Vec<(String, String)> = lines
+            .map(|l| {
+                let (n, v) = l.split_once(':').unwrap();
+                (n.trim().to_ascii_lowercase(), v.trim().to_string())
+            })
+            .collect();
+        let mut body = raw[split + 4..].to_vec();
+        if headers
+            .iter()
+            .any(|(n, v)| n == "transfer-encoding" && v == "chunked")
+        {
+            body = dechunk(&body);
+        }
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let end = body.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&body[..end]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[end + 2..end + 2 + size]);
+        body = &body[end + 2 + size + 2..];
+    }
+}
+
+/// Parses JSON keeping key order, so `to_string` shows the order served.
+pub fn ordered(text: &str) -> String {
+    serde_json::to_string(&serde_json::from_str::<Value>(text).unwrap()).unwrap()
+}

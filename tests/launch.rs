@@ -1,0 +1,210 @@
+//! Launching a door: the manifest it refuses, the tokens it mints ("Tokens"),
+//! and what it logs.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use common::tempdir::TempDir;
+use common::{Door, binary};
+
+/// Runs `serve` on a manifest expected to be refused: a non-zero exit, a
+/// message naming the key, and nothing listening.
+fn refused(yaml: &str) -> String {
+    let dir = TempDir::new("bad-manifest");
+    let manifest = dir.path().join("murmur.yaml");
+    std::fs::write(&manifest, yaml).unwrap();
+    let tokens = dir.path().join("tokens.json");
+    let output = Command::new(binary())
+        .arg("serve")
+        .arg(&manifest)
+        .args(["--listen", "127.0.0.1:0", "--tokens-file"])
+        .arg(&tokens)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "accepted: {yaml}");
+    assert!(!stderr.contains("door listening"), "{stderr}");
+    assert!(
+        !tokens.exists(),
+        "tokens were minted for a refused manifest"
+    );
+    stderr
+}
+
+#[test]
+fn bad_manifests_stop_with_the_key_named() {
+    for (yaml, expected) in [
+        ("version: 0.1.0\n", "name: is required"),
+        ("name: a\n", "version: is required"),
+        ("name: [a]\nversion: 0.1.0\n", "name: expected a string"),
+        (
+            "name: a\nversion: 0.1.0\ntools: bash\n",
+            "tools: expected a list of strings",
+        ),
+        (
+            "name: a\nversion: 0.1.0\nlifecycle: {task_acceptance: sometimes}\n",
+            "lifecycle.task_acceptance: expected one of single, queue, none, found 'sometimes'",
+        ),
+        (
+            "name: a\nversion: 0.1.0\ncapabilities: {shell: {allow: yes}}\n",
+            "capabilities.shell.allow: expected a list of strings",
+        ),
+        (
+            "name: a\nversion: 0.1.0\nexports: {peer_tasks: {accept: maybe}}\n",
+            "exports.peer_tasks.accept: expected a boolean",
+        ),
+        (
+            "name: a\nversion: 0.1.0\ninference: {transport: grpc}\n",
+            "inference.transport: expected one of http, process, found 'grpc'",
+        ),
+        (
+            "name: a\nversion: 0.1.0\ncontext: {images: {max_bytes: -1}}\n",
+            "context.images.max_bytes",
+        ),
+        (
+            "name: a\nversion: 0.1.0\nnetwork: {authentication: {scheme: basic}}\n",
+            "network.authentication.scheme: expected one of bearer, found 'basic'",
+        ),
+        (
+            "name: a\nversion: 0.1.0\nnetwork: {authentication: {scheme: bearer, credentials: {w: {scopes: [GetTask, Fly]}}}}\n",
+            "network.authentication.credentials.w.scopes: unknown scope 'Fly'",
+        ),
+        (
+            "name: a\nversion: 0.1.0\nnetwork: {authentication: {scheme: bearer, credentials: {w: {scopes: [message/send]}}}}\n",
+            "network.authentication.credentials.w.scopes: 'message/send' is an A2A 0.3 scope name; use 'SendMessage'",
+        ),
+        (
+            "name: a\nversion: 0.1.0\nnetwork: {authentication: {scheme: bearer, credentials: {w: {scopes: [stream/watch]}}}}\n",
+            "network.authentication.credentials.w.scopes: 'stream/watch' is an A2A 0.3 scope name; use 'murmur.WatchSession'",
+        ),
+        (
+            "name: a\nversion: 0.1.0\nnetwork: {authentication: {scheme: bearer, credentials: {operator: {scopes: []}}}}\n",
+            "operator",
+        ),
+        ("name: a\nversion: [0.1.0\n", "manifest"),
+    ] {
+        let stderr = refused(yaml);
+        assert!(
+            stderr.contains(expected),
+            "expected {expected:?} in {stderr:?}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_manifest_names_its_path() {
+    let output = Command::new(binary())
+        .args([
+            "serve",
+            "/nonexistent/murmur.yaml",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/murmur.yaml"));
+}
+
+// "Tokens": the operator token, then one per declared credential, written
+// 0600 as {"operator": …, "<credential>": …} before the door answers.
+#[test]
+fn tokens_are_minted_and_written_0600() {
+    let door = Door::start(
+        "name: a\nversion: 0.1.0\nnetwork:\n  authentication:\n    scheme: bearer\n    credentials:\n      zed: {scopes: [GetTask]}\n      alpha: {scopes: [ListTasks]}\n",
+    );
+    let path = door.state.path().join("tokens.json");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let keys: Vec<&String> = door.tokens.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["operator", "zed", "alpha"]);
+    let ordered: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        ordered.keys().collect::<Vec<_>>(),
+        ["operator", "zed", "alpha"]
+    );
+    for key in ["operator", "zed", "alpha"] {
+        let token = door.token(key);
+        assert_eq!(token.len(), 64, "256 bits as hex");
+        assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+    // A public door mints the operator token too.
+    let public = Door::start("name: a\nversion: 0.1.0\n");
+    assert_eq!(
+        public
+            .tokens
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["operator"]
+    );
+}
+
+// "Tokens": a restart mints new ones; the old ones are refused.
+#[test]
+fn a_restart_mints_new_tokens() {
+    let yaml = "name: a\nversion: 0.1.0\nnetwork: {authentication: {scheme: bearer}}\n";
+    let first = Door::start(yaml);
+    let old = first.token("operator");
+    drop(first);
+    let second = Door::start(yaml);
+    assert_ne!(second.token("operator"), old);
+    let reply = second.rpc_as(
+        &old,
+        r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#,
+    );
+    assert_eq!(reply.status, 401);
+    let reply = second.rpc_as(
+        &second.token("operator"),
+        r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#,
+    );
+    assert_eq!(reply.status, 200);
+}
+
+// Tokens never appear in logs, even at trace with every request logged.
+#[test]
+fn tokens_never_reach_the_log() {
+    let door = Door::start_logged(
+        "name: a\nversion: 0.1.0\nnetwork: {authentication: {scheme: bearer, credentials: {c: {scopes: [GetTask]}}}}\n",
+        "trace",
+    );
+    let tokens: Vec<String> = ["operator", "c"].iter().map(|c| door.token(c)).collect();
+    for token in &tokens {
+        door.rpc_as(
+            token,
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}"#,
+        );
+        door.rpc_as(
+            token,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#,
+        );
+        door.request(
+            "GET",
+            "/nope",
+            &[("Authorization", &format!("Basic {token}"))],
+            b"",
+        );
+    }
+    let log = door.stop().join("\n");
+    assert!(
+        log.contains("request"),
+        "requests are logged at debug: {log}"
+    );
+    for token in &tokens {
+        assert!(!log.contains(token.as_str()), "a token reached the log");
+    }
+}
+
+#[test]
+fn the_default_listen_address_is_the_references_port() {
+    let output = Command::new(binary())
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("[default: 127.0.0.1:41873]"), "{help}");
+}
