@@ -211,6 +211,27 @@ impl Drop for Door {
     }
 }
 
+/// Writes a request's head and body on a new connection and reads the
+/// response until the server closes it.
+pub fn exchange(addr: &str, head: &[u8], body: &[u8]) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream.write_all(head).unwrap();
+    stream.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    Reply::parse(&raw)
+}
+
+/// A POST / of `body` with `connection: close`.
+pub fn post(addr: &str, body: &str) -> Reply {
+    let head = format!(
+        "POST / HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\nA2A-Version: 1.0\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    exchange(addr, head.as_bytes(), body.as_bytes())
+}
+
 /// An HTTP response as it arrived.
 #[derive(Debug)]
 pub struct Reply {
