@@ -34,7 +34,11 @@ fn broken_door(body: &str) -> Vec<u8> {
 
 /// Serves `component` on an ephemeral port from a runtime of its own.
 fn serve(component: &[u8]) -> (tokio::runtime::Runtime, String) {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let addr = runtime.block_on(async {
         let engine = engine::engine().unwrap();
         let door = Door::load(&engine, component).unwrap();
@@ -56,17 +60,28 @@ fn a_trapping_door_costs_only_its_request() {
     let (_runtime, addr) = serve(&broken_door("unreachable"));
     // More requests than the pool has instances: a trap frees its slot.
     for n in 0..(MAX_INSTANCES + 44) {
-        let reply = common::post(&addr, &format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"GetTask"}}"#));
+        let reply = common::post(
+            &addr,
+            &format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"GetTask"}}"#),
+        );
         assert_eq!(reply.status, 200);
-        assert_eq!(reply.json(), json!({"jsonrpc": "2.0", "id": n, "error": {"code": -32603, "message": INTERNAL}}));
+        assert_eq!(
+            reply.json(),
+            json!({"jsonrpc": "2.0", "id": n, "error": {"code": -32603, "message": INTERNAL}})
+        );
     }
     // Without a JSON-RPC id the answer is a 500.
     for body in ["", "{", r#"{"id":1.5}"#] {
         let reply = common::post(&addr, body);
         assert_eq!(reply.status, 500);
-        assert_eq!(reply.json(), json!({"error": "internal", "message": INTERNAL}));
+        assert_eq!(
+            reply.json(),
+            json!({"error": "internal", "message": INTERNAL})
+        );
     }
-    let head = format!("GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    let head = format!(
+        "GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
+    );
     assert_eq!(common::exchange(&addr, head.as_bytes(), b"").status, 500);
 }
 
@@ -74,7 +89,10 @@ fn a_trapping_door_costs_only_its_request() {
 fn a_door_that_never_answers_is_answered_for() {
     let (_runtime, addr) = serve(&broken_door("nop"));
     let reply = common::post(&addr, r#"{"jsonrpc":"2.0","id":"q","method":"GetTask"}"#);
-    assert_eq!(reply.json(), json!({"jsonrpc": "2.0", "id": "q", "error": {"code": -32603, "message": INTERNAL}}));
+    assert_eq!(
+        reply.json(),
+        json!({"jsonrpc": "2.0", "id": "q", "error": {"code": -32603, "message": INTERNAL}})
+    );
     let reply = common::post(&addr, "not json");
     assert_eq!(reply.status, 500);
 }

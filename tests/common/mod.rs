@@ -215,7 +215,9 @@ impl Drop for Door {
 /// response until the server closes it.
 pub fn exchange(addr: &str, head: &[u8], body: &[u8]) -> Reply {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     stream.write_all(head).unwrap();
     stream.write_all(body).unwrap();
     let mut raw = Vec::new();

@@ -1,0 +1,208 @@
+//! The check order natively ("What the door answers"): what each step asks of
+//! the imports and when it reads the body, which end-to-end tests cannot see.
+
+use std::cell::{Cell, RefCell};
+
+use murmur_door_guest::model::{
+    Capsule, CompletionRefusal, Credential, Grant, ImageLimits, Scope, StopReport, TaskAcceptance,
+    Transport,
+};
+use murmur_door_guest::{Imports, Request, handle};
+use serde_json::{Value, json};
+
+struct Fake {
+    capsule: Capsule,
+    verified: RefCell<Vec<String>>,
+    stops: Cell<u32>,
+    awaited: RefCell<Vec<String>>,
+}
+
+impl Fake {
+    fn new(authenticated: bool) -> Fake {
+        Fake {
+            capsule: Capsule {
+                name: "my-agent".into(),
+                version: "0.1.0".into(),
+                session_id: "ses_019f01a940ce7761854e768ecbe3d399".into(),
+                url: "http://localhost:41873".into(),
+                task_acceptance: TaskAcceptance::Single,
+                transport: Transport::Http,
+                authenticated,
+                peer_tasks: false,
+                tools: vec!["bash".into()],
+                shell: true,
+                network: true,
+                files_plane: true,
+                peer_files_plane: false,
+                images: ImageLimits {
+                    max_bytes: 5 << 20,
+                    max_per_turn: 4,
+                },
+            },
+            verified: RefCell::default(),
+            stops: Cell::new(0),
+            awaited: RefCell::default(),
+        }
+    }
+}
+
+impl Imports for Fake {
+    fn capsule(&self) -> Capsule {
+        self.capsule.clone()
+    }
+
+    fn verify(&self, token: &str) -> Option<Grant> {
+        self.verified.borrow_mut().push(token.to_string());
+        match token {
+            "op" => Some(Grant {
+                credential: Credential::Operator,
+                scopes: vec![],
+            }),
+            "watcher" => Some(Grant {
+                credential: Credential::Declared("watcher".into()),
+                scopes: vec![Scope::WatchSession],
+            }),
+            _ => None,
+        }
+    }
+
+    fn stop(&self) -> StopReport {
+        self.stops.set(self.stops.get() + 1);
+        StopReport::default()
+    }
+
+    fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal> {
+        self.awaited.borrow_mut().push(delegation_id.to_string());
+        Err(CompletionRefusal::Ending)
+    }
+}
+
+fn post(headers: &[(&str, &str)]) -> Request {
+    let mut all = vec![("content-type", "application/json"), ("a2a-version", "1.0")];
+    all.extend_from_slice(headers);
+    Request {
+        method: "POST".into(),
+        path_with_query: "/".into(),
+        headers: all
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+            .collect(),
+    }
+}
+
+fn body_of(response: &murmur_door_guest::Response) -> Value {
+    serde_json::from_slice(&response.body).unwrap()
+}
+
+// Step 2: "before the path, the body or the method is read".
+#[test]
+fn a_refused_token_never_reads_the_body() {
+    let fake = Fake::new(true);
+    let read = Cell::new(false);
+    let response = handle(&fake, &post(&[("authorization", "Bearer nope")]), || {
+        read.set(true);
+        b"{}".to_vec()
+    });
+    assert_eq!(response.status, 401);
+    assert!(!read.get());
+    assert_eq!(*fake.verified.borrow(), ["nope"]);
+}
+
+// "Security": a public door ignores Authorization and verifies nothing.
+#[test]
+fn a_public_door_verifies_nothing() {
+    let fake = Fake::new(false);
+    let response = handle(&fake, &post(&[("authorization", "Bearer op")]), || {
+        br#"{"jsonrpc":"2.0","id":1,"method":"murmur.StopSession"}"#.to_vec()
+    });
+    assert_eq!(response.status, 200);
+    assert!(fake.verified.borrow().is_empty());
+    assert_eq!(fake.stops.get(), 1);
+}
+
+// "Tenants": refused before anything starts, stops or is cancelled; and
+// step 12 and the version likewise.
+#[test]
+fn a_refused_stop_stops_nothing() {
+    let fake = Fake::new(false);
+    for params in [r#"{"tenant":"acme"}"#, "[]", "null"] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"murmur.StopSession","params":{params}}}"#
+        );
+        let response = handle(&fake, &post(&[]), || body.into_bytes());
+        assert_eq!(body_of(&response)["error"]["code"], -32602);
+        assert_eq!(response.header("A2A-Extensions"), None);
+    }
+    let unversioned = Request {
+        headers: vec![("content-type".into(), b"application/json".to_vec())],
+        ..post(&[])
+    };
+    handle(&fake, &unversioned, || {
+        br#"{"jsonrpc":"2.0","id":1,"method":"murmur.StopSession"}"#.to_vec()
+    });
+    assert_eq!(fake.stops.get(), 0);
+}
+
+// Step 11 before the delegation check: a credential without SendMessage is
+// refused before the session is asked about the delegation.
+#[test]
+fn completion_checks_in_order() {
+    let fake = Fake::new(true);
+    let completion = [
+        ("authorization", "Bearer watcher"),
+        ("x-murmur-task-origin", "completion"),
+        (
+            "x-murmur-completion-session",
+            "ses_019f01a940ce7761854e768ecbe3d399",
+        ),
+        ("x-murmur-delegation-id", "dlg_1"),
+    ];
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}"#;
+    let response = handle(&fake, &post(&completion), || body.to_vec());
+    assert_eq!(response.status, 403);
+    assert!(fake.awaited.borrow().is_empty());
+
+    let mut as_operator = completion;
+    as_operator[0] = ("authorization", "Bearer op");
+    let response = handle(&fake, &post(&as_operator), || body.to_vec());
+    assert_eq!(*fake.awaited.borrow(), ["dlg_1"]);
+    assert_eq!(
+        body_of(&response)["error"],
+        json!({"code": -31002, "message": "delegation dlg_1 belongs to a session that is ending", "data": [{
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "COMPLETION_NOT_AWAITED",
+            "domain": "murmur.nexus", "metadata": {"delegationId": "dlg_1"}}]})
+    );
+}
+
+// "Door extension": a served murmur.StopSession names the door URI; the
+// extended card needs no scope and names nothing.
+#[test]
+fn served_answers_name_the_extensions_they_used() {
+    let fake = Fake::new(true);
+    let stop = handle(&fake, &post(&[("authorization", "Bearer op")]), || {
+        br#"{"jsonrpc":"2.0","id":1,"method":"murmur.StopSession"}"#.to_vec()
+    });
+    assert_eq!(
+        stop.header("A2A-Extensions"),
+        Some("https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1")
+    );
+    let card = handle(&fake, &post(&[("authorization", "Bearer watcher")]), || {
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#.to_vec()
+    });
+    assert_eq!(card.header("A2A-Extensions"), None);
+    assert_eq!(
+        body_of(&card)["result"]["capabilities"]["extensions"][1]["params"]["sessionId"],
+        json!(fake.capsule.session_id)
+    );
+}
+
+// Every JSON response says how long it is, so no answer is chunked.
+#[test]
+fn json_answers_carry_their_length() {
+    let fake = Fake::new(false);
+    let response = handle(&fake, &post(&[]), || b"{".to_vec());
+    assert_eq!(
+        response.header("content-length"),
+        Some(response.body.len().to_string().as_str())
+    );
+}
