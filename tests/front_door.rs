@@ -901,3 +901,20 @@ fn ids_are_echoed_exactly() {
         );
     }
 }
+
+// A request that names no host (HTTP/1.0) or an unreadable one is still
+// answered by the door.
+#[test]
+fn requests_without_a_usable_host_are_answered() {
+    let door = Door::start(PUBLIC);
+    let reply = common::exchange(
+        &door.addr,
+        b"GET /.well-known/agent-card.json HTTP/1.0\r\n\r\n",
+        b"",
+    );
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.json()["name"], "my-agent");
+    let head =
+        b"GET /.well-known/agent-card.json HTTP/1.1\r\nhost: \xff\xfe\r\nconnection: close\r\n\r\n";
+    assert_eq!(common::exchange(&door.addr, head, b"").status, 200);
+}

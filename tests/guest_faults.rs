@@ -46,7 +46,7 @@ fn serve(component: &[u8]) -> (tokio::runtime::Runtime, String) {
         let addr = listener.local_addr().unwrap();
         let manifest = Manifest::parse("name: broken\nversion: 0.0.1\n").unwrap();
         let session = Arc::new(Session::launch(&manifest, format!("http://{addr}")).unwrap());
-        let server = Arc::new(Server { door, session });
+        let server = Arc::new(Server::new(door, session));
         tokio::spawn(server.serve(listener));
         addr.to_string()
     });

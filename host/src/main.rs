@@ -103,7 +103,7 @@ async fn serve(
     tracing::info!(path = %tokens_file.display(), "tokens written");
     tracing::info!(%url, "door listening");
 
-    let server = Arc::new(Server { door, session });
+    let server = Arc::new(Server::new(door, session));
     tokio::select! {
         () = server.serve(listener) => {}
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; closing the door"),

@@ -27,9 +27,22 @@ pub const MAX_BODY_BYTES: usize = 16 << 20;
 pub struct Server {
     pub door: Door,
     pub session: Arc<Session>,
+    /// `host:port` of the listener, for requests that name no host.
+    listener_authority: hyper::header::HeaderValue,
 }
 
 impl Server {
+    pub fn new(door: Door, session: Arc<Session>) -> Server {
+        let authority = session.capsule.url.trim_start_matches("http://");
+        let listener_authority = hyper::header::HeaderValue::from_str(authority)
+            .unwrap_or(hyper::header::HeaderValue::from_static("localhost"));
+        Server {
+            door,
+            session,
+            listener_authority,
+        }
+    }
+
     /// Accepts connections until the listener fails for good.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
         loop {
@@ -64,24 +77,41 @@ impl Server {
         let started = Instant::now();
         let method = request.method().clone();
         let path = request.uri().path().to_string();
-        let response = match self.run(request).await {
-            Ok(response) => response,
-            Err(failure) => failure.response(),
+        let (parts, body) = request.into_parts();
+        let response = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+            Ok(body) => {
+                self.respond(Request::from_parts(parts, body.to_bytes()))
+                    .await
+            }
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Failure::TooLarge.response(),
+            Err(_) => Failure::ClientGone.response(),
         };
         tracing::debug!(%method, %path, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, "request");
         Ok(response)
     }
 
-    async fn run(
-        &self,
-        request: Request<Incoming>,
-    ) -> Result<Response<HyperOutgoingBody>, Failure> {
-        let (parts, body) = request.into_parts();
-        let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(Failure::TooLarge),
-            Err(_) => return Err(Failure::ClientGone),
-        };
+    /// Runs a fresh door instance on a request whose body has been read.
+    pub async fn respond(&self, request: Request<Bytes>) -> Response<HyperOutgoingBody> {
+        match self.run(request).await {
+            Ok(response) => response,
+            Err(failure) => failure.response(),
+        }
+    }
+
+    async fn run(&self, request: Request<Bytes>) -> Result<Response<HyperOutgoingBody>, Failure> {
+        let (mut parts, body) = request.into_parts();
+        // wasi:http needs an authority; a request without a usable Host
+        // (HTTP/1.0, a malformed value) reaches the door as sent to this
+        // listener.
+        let host_usable = parts
+            .headers
+            .get(hyper::header::HOST)
+            .is_some_and(|h| h.to_str().is_ok());
+        if parts.uri.authority().is_none() && !host_usable {
+            parts
+                .headers
+                .insert(hyper::header::HOST, self.listener_authority.clone());
+        }
         let request = Request::from_parts(
             parts,
             Full::new(body.clone())

@@ -1,0 +1,166 @@
+//! `cargo bench -p murmur-door-host --bench door`: the cost of one request
+//! without sockets. Reports, per operation, the mean and the p50/p99 of
+//! single runs:
+//!
+//! - instantiate: a fresh Store and door instance from the pre-instance,
+//!   then dropped (the per-request instantiation cost);
+//! - wasm door: a whole request through the host's `respond`, body collected;
+//! - native door: the same door logic built natively, for comparison.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use murmur_door_guest::model as guest;
+use murmur_door_host::engine::{self, Door, MAX_MEMORY_BYTES};
+use murmur_door_host::imports::RequestState;
+use murmur_door_host::manifest::Manifest;
+use murmur_door_host::server::Server;
+use murmur_door_host::session::Session;
+use wasmtime::{Store, StoreLimitsBuilder};
+
+const MANIFEST: &str = "name: my-agent\nversion: 0.1.0\ntools: [bash]\ncapabilities: {shell: {allow: [bash]}}\nexports: {files: [out/]}\n";
+const REFUSED: &str = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#;
+const RUN_FOR: Duration = Duration::from_secs(3);
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let engine = engine::engine().unwrap();
+    let door = Door::load(&engine, engine::EMBEDDED_DOOR).unwrap();
+    let manifest = Manifest::parse(MANIFEST).unwrap();
+    let session = Arc::new(Session::launch(&manifest, "http://127.0.0.1:41873".into()).unwrap());
+    let server = Server::new(door.clone(), session.clone());
+
+    println!(
+        "{:<34} {:>9} {:>9} {:>9} {:>9}",
+        "operation", "runs", "mean µs", "p50 µs", "p99 µs"
+    );
+    report("instantiate (pooled)", || {
+        runtime.block_on(async {
+            let limits = StoreLimitsBuilder::new()
+                .memory_size(MAX_MEMORY_BYTES)
+                .build();
+            let mut store = Store::new(&engine, RequestState::new(session.clone(), limits));
+            store.limiter(|state| &mut state.limits);
+            door.pre.instantiate_async(&mut store).await.unwrap();
+        })
+    });
+    report("wasm door: GET card", || {
+        runtime.block_on(async {
+            let request = hyper::Request::get("/.well-known/agent-card.json")
+                .body(Bytes::new())
+                .unwrap();
+            let response = server.respond(request).await;
+            assert_eq!(response.status(), 200);
+            response.into_body().collect().await.unwrap();
+        })
+    });
+    report("wasm door: refused JSON-RPC", || {
+        runtime.block_on(async {
+            let request = hyper::Request::post("/")
+                .header("content-type", "application/json")
+                .header("a2a-version", "1.0")
+                .body(Bytes::from_static(REFUSED.as_bytes()))
+                .unwrap();
+            let response = server.respond(request).await;
+            assert_eq!(response.status(), 200);
+            response.into_body().collect().await.unwrap();
+        })
+    });
+
+    let native = Native(capsule(&session));
+    let card = murmur_door_guest::Request {
+        method: "GET".into(),
+        path_with_query: "/.well-known/agent-card.json".into(),
+        headers: vec![],
+    };
+    report("native door: GET card", || {
+        assert_eq!(
+            murmur_door_guest::handle(&native, &card, Vec::new).status,
+            200
+        );
+    });
+    let refused = murmur_door_guest::Request {
+        method: "POST".into(),
+        path_with_query: "/".into(),
+        headers: vec![
+            ("content-type".into(), b"application/json".to_vec()),
+            ("a2a-version".into(), b"1.0".to_vec()),
+        ],
+    };
+    report("native door: refused JSON-RPC", || {
+        assert_eq!(
+            murmur_door_guest::handle(&native, &refused, || REFUSED.as_bytes().to_vec()).status,
+            200
+        );
+    });
+}
+
+/// Runs `op` for [`RUN_FOR`] after a warm-up and prints its timings.
+fn report(name: &str, mut op: impl FnMut()) {
+    for _ in 0..200 {
+        op();
+    }
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < RUN_FOR {
+        let one = Instant::now();
+        op();
+        samples.push(one.elapsed());
+    }
+    samples.sort();
+    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    let mean = samples.iter().map(|d| micros(*d)).sum::<f64>() / samples.len() as f64;
+    let at = |q: f64| micros(samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)]);
+    println!(
+        "{name:<34} {:>9} {mean:>9.1} {:>9.1} {:>9.1}",
+        samples.len(),
+        at(0.5),
+        at(0.99)
+    );
+}
+
+/// The native door's imports: the same facts the host's session answers.
+struct Native(guest::Capsule);
+
+impl murmur_door_guest::Imports for Native {
+    fn capsule(&self) -> guest::Capsule {
+        self.0.clone()
+    }
+    fn verify(&self, _token: &str) -> Option<guest::Grant> {
+        None
+    }
+    fn stop(&self) -> guest::StopReport {
+        guest::StopReport::default()
+    }
+    fn awaits_delegation(&self, _id: &str) -> Result<(), guest::CompletionRefusal> {
+        Err(guest::CompletionRefusal::NotAwaited)
+    }
+}
+
+fn capsule(session: &Session) -> guest::Capsule {
+    let c = &session.capsule;
+    guest::Capsule {
+        name: c.name.clone(),
+        version: c.version.clone(),
+        session_id: c.session_id.clone(),
+        url: c.url.clone(),
+        task_acceptance: guest::TaskAcceptance::Single,
+        transport: guest::Transport::Http,
+        authenticated: c.authenticated,
+        peer_tasks: c.peer_tasks,
+        tools: c.tools.clone(),
+        shell: c.shell,
+        network: c.network,
+        files_plane: true,
+        peer_files_plane: false,
+        images: guest::ImageLimits {
+            max_bytes: c.images.max_bytes,
+            max_per_turn: c.images.max_per_turn,
+        },
+    }
+}
