@@ -72,3 +72,39 @@ impl Door {
 fn wasm_context<T>(result: wasmtime::Result<T>, doing: &'static str) -> anyhow::Result<T> {
     result.map_err(|e| anyhow::Error::from(e).context(doing))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The embedded door is the `door` world: it exports the wasi:http
+    /// handler and imports session and tokens beside wasi's own interfaces.
+    #[test]
+    fn the_embedded_door_is_the_door_world() {
+        let engine = engine().unwrap();
+        let component = Component::new(&engine, EMBEDDED_DOOR).unwrap();
+        let ty = component.component_type();
+        let exports: Vec<&str> = ty.exports(&engine).map(|(name, _)| name).collect();
+        assert_eq!(exports, ["wasi:http/incoming-handler@0.2.12"]);
+        let imports: Vec<&str> = ty.imports(&engine).map(|(name, _)| name).collect();
+        for ours in ["murmur:door/session@0.1.0", "murmur:door/tokens@0.1.0"] {
+            assert!(imports.contains(&ours), "{imports:?}");
+        }
+        let foreign: Vec<&&str> = imports
+            .iter()
+            .filter(|n| !n.starts_with("wasi:") && !n.starts_with("murmur:door/"))
+            .collect();
+        assert!(foreign.is_empty(), "{foreign:?}");
+        // The door sends no requests and opens no files or sockets.
+        for denied in [
+            "wasi:http/outgoing-handler",
+            "wasi:sockets/",
+            "wasi:filesystem/preopens",
+        ] {
+            assert!(
+                !imports.iter().any(|n| n.starts_with(denied)),
+                "{denied} in {imports:?}"
+            );
+        }
+    }
+}

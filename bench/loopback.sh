@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Request latency over loopback, measured with wrk: GET the card, and a
+# JSON-RPC request the door refuses (GetExtendedAgentCard on a public door,
+# -32004). Usage: bench/loopback.sh [seconds] [connections]
+# Installs wrk from Debian's packages when it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-10}
+connections=${2:-32}
+
+if ! command -v wrk >/dev/null; then
+  apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null
+fi
+cargo build --release --bin murmur-door >/dev/null 2>&1
+
+state=$(mktemp -d)
+trap 'kill $door 2>/dev/null || true; rm -rf "$state"' EXIT
+./target/release/murmur-door serve examples/my-agent.yaml --listen 127.0.0.1:0 --state "$state" 2>"$state/log" &
+door=$!
+for _ in $(seq 100); do
+  url=$(grep -o 'url=http://[0-9.:]*' "$state/log" | cut -d= -f2 || true)
+  [ -n "$url" ] && break
+  sleep 0.1
+done
+[ -n "$url" ] || { cat "$state/log"; exit 1; }
+
+cat >"$state/refused.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["A2A-Version"] = "1.0"
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}'
+LUA
+
+echo "# murmur-door over loopback: wrk -t2 -c$connections -d${seconds}s, $(nproc) cores"
+echo "## GET /.well-known/agent-card.json"
+wrk -t2 -c"$connections" -d"${seconds}s" --latency "$url/.well-known/agent-card.json" | grep -E 'Latency|^ +50%|^ +99%|Requests/sec|Non-2xx'
+echo "## POST / GetExtendedAgentCard on a public door (-32004)"
+wrk -t2 -c"$connections" -d"${seconds}s" --latency -s "$state/refused.lua" "$url/" | grep -E 'Latency|^ +50%|^ +99%|Requests/sec|Non-2xx'
+echo "## one connection (latency without queueing)"
+wrk -t1 -c1 -d"${seconds}s" --latency "$url/.well-known/agent-card.json" | grep -E 'Latency|^ +50%|^ +99%|Requests/sec'
+wrk -t1 -c1 -d"${seconds}s" --latency -s "$state/refused.lua" "$url/" | grep -E 'Latency|^ +50%|^ +99%|Requests/sec'
