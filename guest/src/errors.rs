@@ -24,7 +24,7 @@ pub struct RpcError {
     pub code: i64,
     pub message: String,
     /// None for the standard JSON-RPC errors, which carry no data.
-    pub info: Option<ErrorInfo>,
+    pub info: Option<Box<ErrorInfo>>,
 }
 
 impl RpcError {
@@ -45,11 +45,11 @@ impl RpcError {
         RpcError {
             code,
             message: message.into(),
-            info: Some(ErrorInfo {
+            info: Some(Box::new(ErrorInfo {
                 reason,
                 domain: A2A_DOMAIN,
                 metadata,
-            }),
+            })),
         }
     }
 
@@ -62,11 +62,11 @@ impl RpcError {
         RpcError {
             code,
             message: message.into(),
-            info: Some(ErrorInfo {
+            info: Some(Box::new(ErrorInfo {
                 reason,
                 domain: MURMUR_DOMAIN,
                 metadata,
-            }),
+            })),
         }
     }
 
