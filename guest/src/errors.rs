@@ -42,15 +42,15 @@ impl RpcError {
         message: impl Into<String>,
         metadata: Vec<(&'static str, String)>,
     ) -> RpcError {
-        RpcError {
+        RpcError::with_info(
             code,
-            message: message.into(),
-            info: Some(Box::new(ErrorInfo {
+            message,
+            ErrorInfo {
                 reason,
                 domain: A2A_DOMAIN,
                 metadata,
-            })),
-        }
+            },
+        )
     }
 
     fn murmur(
@@ -59,14 +59,22 @@ impl RpcError {
         message: impl Into<String>,
         metadata: Vec<(&'static str, String)>,
     ) -> RpcError {
-        RpcError {
+        RpcError::with_info(
             code,
-            message: message.into(),
-            info: Some(Box::new(ErrorInfo {
+            message,
+            ErrorInfo {
                 reason,
                 domain: MURMUR_DOMAIN,
                 metadata,
-            })),
+            },
+        )
+    }
+
+    fn with_info(code: i64, message: impl Into<String>, info: ErrorInfo) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+            info: Some(Box::new(info)),
         }
     }
 
