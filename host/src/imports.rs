@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use wasmtime::StoreLimits;
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{Resource, ResourceTable};
+use wasmtime_wasi::p2::DynPollable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use wasmtime_wasi_http::{
@@ -19,6 +20,7 @@ wasmtime::component::bindgen!({
     world: "murmur:door/imports",
     with: { "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll },
     require_store_data_send: true,
+    additional_derives: [PartialEq],
 });
 
 pub use murmur::door::{session, task_store, tokens as token_types};
@@ -98,39 +100,96 @@ impl session::Host for RequestState {
         self.session.closing()
     }
 
-    /// No task runs in this host yet, so nothing is live to cancel and the
-    /// session leaves nothing running.
+    /// murmur.StopSession: every live task canceled, and what the session
+    /// still runs.
     fn stop(&mut self) -> session::StopReport {
-        session::StopReport {
-            canceled: Vec::new(),
-            residue: Vec::new(),
-        }
+        self.session.tasks.stop()
     }
 
-    /// No task of this host delegates yet, so none awaits a completion.
     fn awaits_delegation(
         &mut self,
-        _delegation_id: String,
+        delegation_id: String,
     ) -> Result<(), session::CompletionRefusal> {
-        Err(self.refusal())
+        self.session.tasks.awaits_delegation(&delegation_id)
     }
 
     fn deliver_completion(
         &mut self,
-        _delegation_id: String,
-        _message: String,
+        delegation_id: String,
+        message: String,
     ) -> Result<session::CompletionReceipt, session::CompletionRefusal> {
-        Err(self.refusal())
+        let context_id = self
+            .session
+            .tasks
+            .deliver_completion(&delegation_id, message)?;
+        Ok(session::CompletionReceipt { context_id })
     }
 }
 
-impl RequestState {
-    fn refusal(&self) -> session::CompletionRefusal {
-        if self.session.closing() {
-            session::CompletionRefusal::Ending
-        } else {
-            session::CompletionRefusal::NotAwaited
-        }
+impl task_store::Host for RequestState {
+    fn start(
+        &mut self,
+        task: task_store::NewTask,
+    ) -> Result<task_store::Task, task_store::TaskError> {
+        self.session.tasks.start(task)
+    }
+
+    fn reply(
+        &mut self,
+        caller: task_store::Caller,
+        task_id: String,
+        context_id: Option<String>,
+        text: String,
+    ) -> Result<task_store::Task, task_store::TaskError> {
+        self.session
+            .tasks
+            .reply(&caller, &task_id, context_id.as_deref(), text)
+    }
+
+    fn get(
+        &mut self,
+        caller: task_store::Caller,
+        task_id: String,
+    ) -> Result<task_store::Task, task_store::TaskError> {
+        self.session.tasks.get(&caller, &task_id)
+    }
+
+    fn cancel(
+        &mut self,
+        caller: task_store::Caller,
+        task_id: String,
+    ) -> Result<task_store::Task, task_store::TaskError> {
+        self.session.tasks.cancel(&caller, &task_id)
+    }
+
+    /// The WIT's `list` has no error case: a store that fails answers an
+    /// empty page (and logs why).
+    fn list(
+        &mut self,
+        caller: task_store::Caller,
+        query: task_store::ListQuery,
+    ) -> task_store::Page {
+        self.session
+            .tasks
+            .list(&caller, &query)
+            .unwrap_or(task_store::Page {
+                tasks: Vec::new(),
+                next: None,
+                total: 0,
+            })
+    }
+
+    fn settled(
+        &mut self,
+        caller: task_store::Caller,
+        task_id: String,
+    ) -> Result<Resource<DynPollable>, task_store::TaskError> {
+        let settled = self.session.tasks.settled(&caller, &task_id)?;
+        let full = |e: &dyn std::fmt::Display| {
+            task_store::TaskError::Unavailable(format!("the request holds too many resources: {e}"))
+        };
+        let resource = self.table.push(settled).map_err(|e| full(&e))?;
+        wasmtime_wasi::p2::subscribe(&mut self.table, resource).map_err(|e| full(&e))
     }
 }
 

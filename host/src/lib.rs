@@ -2,9 +2,11 @@
 //! sandboxed, one fresh instance per request, and answers its imports from
 //! the session it keeps.
 
+pub mod agents;
 pub mod engine;
 pub mod imports;
 pub mod manifest;
 pub mod server;
 pub mod session;
+pub mod tasks;
 pub mod tokens;

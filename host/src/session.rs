@@ -1,27 +1,44 @@
 //! The session a door answers for: the capsule's facts derived from the
-//! manifest at launch, its id, its minted tokens, and whether it is closing.
+//! manifest at launch, its id, its minted tokens, and its tasks.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
+use crate::agents::{Agent, ScriptAgent};
 use crate::imports::session::{Capsule, ImageLimits, InferenceTransport, Planes, TaskAcceptance};
 use crate::manifest::{self, Manifest};
+use crate::tasks::store::Store;
+use crate::tasks::{self, Hub};
 use crate::tokens::Tokens;
 
 pub struct Session {
     pub capsule: Capsule,
     pub tokens: Tokens,
-    closing: AtomicBool,
+    pub tasks: Arc<Hub>,
 }
 
 impl Session {
-    /// A new session for `manifest`, answering on `url`: a fresh session id
-    /// and freshly minted tokens.
+    /// A session kept in memory only, answering on `url`: a fresh session id,
+    /// freshly minted tokens, and the script agent. Nothing survives it.
     pub fn launch(manifest: &Manifest, url: String) -> anyhow::Result<Session> {
+        let store = Store::in_memory(tasks::now_ms())?;
+        Session::start(manifest, url, store, Arc::new(ScriptAgent))
+    }
+
+    /// The session `store` records, for `manifest`, answering on `url`, its
+    /// tasks run by `agent`. Tokens are minted anew: they are never stored.
+    pub fn start(
+        manifest: &Manifest,
+        url: String,
+        store: Store,
+        agent: Arc<dyn Agent>,
+    ) -> anyhow::Result<Session> {
         let tokens = Tokens::mint(manifest.credentials.as_deref().unwrap_or_default())?;
+        let capsule = capsule(manifest, store.session_id().to_string(), url);
+        let tasks = Hub::new(store, agent, capsule.task_acceptance);
         Ok(Session {
-            capsule: capsule(manifest, new_session_id(), url),
+            capsule,
             tokens,
-            closing: AtomicBool::new(false),
+            tasks,
         })
     }
 
@@ -30,18 +47,19 @@ impl Session {
     }
 
     pub fn closing(&self) -> bool {
-        self.closing.load(Ordering::Relaxed)
+        self.tasks.closing()
     }
 
-    /// New tasks are rejected from now on.
+    /// The session ends: new tasks are rejected, held requests answer, and
+    /// detached commands are killed.
     pub fn close(&self) {
-        self.closing.store(true, Ordering::Relaxed);
+        self.tasks.close();
     }
 }
 
 /// `ses_` and 32 lowercase hex digits, time-ordered (a UUIDv7's bits).
 pub fn new_session_id() -> String {
-    format!("ses_{}", uuid::Uuid::now_v7().simple())
+    tasks::ids::session_id()
 }
 
 /// The facts the card and the door's rules derive from.

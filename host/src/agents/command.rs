@@ -1,0 +1,182 @@
+//! `--agent-cmd 'CMD'`: runs `sh -c CMD` for each task, in a process group
+//! of its own, with the task's text on stdin. Exit 0 completes the task with
+//! stdout (one trailing newline trimmed) as its response; any other exit
+//! fails it with the last non-empty line of stderr, or `exit status N`.
+//! Cancelling the task kills the whole group. Images are not passed on.
+
+use std::process::{ExitStatus, Stdio};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::process::{GroupGuard, shell};
+use super::{Agent, AgentFuture, Outcome, RunningTask, TaskInput};
+
+#[derive(Clone, Debug)]
+pub struct CommandAgent {
+    command: String,
+}
+
+impl CommandAgent {
+    /// Runs `command` through `sh -c` for each task.
+    pub fn new(command: impl Into<String>) -> CommandAgent {
+        CommandAgent {
+            command: command.into(),
+        }
+    }
+}
+
+impl Agent for CommandAgent {
+    fn run(&self, input: TaskInput, _task: RunningTask) -> AgentFuture {
+        Box::pin(run(self.command.clone(), input.text))
+    }
+}
+
+async fn run(command: String, text: String) -> Outcome {
+    let mut child = match shell(&command)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => return Outcome::Failed(format!("cannot start the agent command: {e}")),
+    };
+    // Dropping this future (a cancel) kills the command and all it started.
+    let mut group = GroupGuard::new(child.id());
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let write = async move {
+        // A command that does not read its stdin is not an error.
+        let _ = stdin.write_all(text.as_bytes()).await;
+        let _ = stdin.shutdown().await;
+    };
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let (_, read_out, read_err, status) = tokio::join!(
+        write,
+        stdout.read_to_end(&mut out),
+        stderr.read_to_end(&mut err),
+        child.wait(),
+    );
+    group.disarm();
+    let status = match status {
+        Ok(status) => status,
+        Err(e) => return Outcome::Failed(format!("waiting for the agent command: {e}")),
+    };
+    if let Err(e) = read_out.and(read_err) {
+        return Outcome::Failed(format!("reading the agent command's output: {e}"));
+    }
+    if status.success() {
+        let mut response = String::from_utf8_lossy(&out).into_owned();
+        if response.ends_with('\n') {
+            response.pop();
+        }
+        Outcome::Completed(response)
+    } else {
+        Outcome::Failed(failure(status, &String::from_utf8_lossy(&err)))
+    }
+}
+
+/// The last non-empty line of stderr, or how the command exited.
+fn failure(status: ExitStatus, stderr: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(line) = stderr.lines().rev().map(str::trim).find(|l| !l.is_empty()) {
+        return line.to_string();
+    }
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => status.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::tasks::testing::{TempDir, hub_with, new_task, run, until};
+    use crate::tasks::{TaskAcceptance, TaskState};
+
+    use super::CommandAgent;
+
+    fn hub(command: &str) -> std::sync::Arc<crate::tasks::Hub> {
+        hub_with(CommandAgent::new(command), TaskAcceptance::Single)
+    }
+
+    #[tokio::test]
+    async fn exit_zero_completes_with_stdout() {
+        let task = run(&hub("tr a-z A-Z"), "four\n").await;
+        assert_eq!(task.status.state, TaskState::Completed);
+        // One trailing newline is trimmed, and only one.
+        assert_eq!(task.response.as_deref(), Some("FOUR"));
+        let task = run(&hub("printf 'a\\n\\n'"), "").await;
+        assert_eq!(task.response.as_deref(), Some("a\n"));
+        // The text arrives whole on stdin.
+        let text = "line 1\nline 2 ```\n".repeat(10_000);
+        let task = run(&hub("wc -c"), &text).await;
+        assert_eq!(
+            task.response.as_deref(),
+            Some(text.len().to_string().as_str())
+        );
+    }
+
+    #[tokio::test]
+    async fn another_exit_fails_with_the_last_stderr_line() {
+        let task = run(
+            &hub("echo first >&2; echo 'the model is down' >&2; echo '  ' >&2; exit 3"),
+            "",
+        )
+        .await;
+        assert_eq!(task.status.state, TaskState::Failed);
+        assert_eq!(task.status.message.as_deref(), Some("the model is down"));
+        let task = run(&hub("echo out; exit 4"), "").await;
+        assert_eq!(task.status.message.as_deref(), Some("exit status 4"));
+        let task = run(&hub("kill -9 $$"), "").await;
+        assert_eq!(task.status.message.as_deref(), Some("killed by signal 9"));
+    }
+
+    #[tokio::test]
+    async fn cancel_kills_the_process_group() {
+        let dir = TempDir::new("agent-cmd");
+        let pids = dir.path().join("pids");
+        // The shell, and a child in the background it waits for.
+        let hub = hub(&format!("sleep 30 & echo $$ $! > {}; wait", pids.display()));
+        let task = hub.start(new_task(None, "")).unwrap();
+        until(&hub, &task.id, TaskState::Working).await;
+        let mut written = String::new();
+        for _ in 0..400 {
+            written = std::fs::read_to_string(&pids).unwrap_or_default();
+            if written.ends_with('\n') {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let pids: Vec<i32> = written
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert_eq!(pids.len(), 2, "{written:?}");
+        hub.cancel(&None, &task.id).unwrap();
+        let gone = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| {
+                    let state = s.rsplit(')').next().unwrap_or("").trim_start().to_string();
+                    state.starts_with('Z') || state.starts_with('X')
+                })
+                .unwrap_or(true)
+        };
+        for _ in 0..400 {
+            if pids.iter().all(|&p| gone(p)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(gone(pids[0]), "the shell still runs");
+        assert!(gone(pids[1]), "its background child still runs");
+        assert_eq!(
+            hub.get(&None, &task.id).unwrap().status.state,
+            TaskState::Canceled
+        );
+    }
+}

@@ -1,0 +1,357 @@
+//! `--agent script`: runs the text a task received as a script, one command
+//! a line, so a test can make a task do anything a real agent does.
+//!
+//! | Line | Effect |
+//! | --- | --- |
+//! | `reply TEXT` | completes the task with response TEXT |
+//! | `fail TEXT` | ends the task `failed` with status message TEXT |
+//! | `ask TEXT` | pauses in `input-required` with prompt TEXT; the reply's text is then run as the script |
+//! | `sleep MS` | stays `working` MS milliseconds |
+//! | `progress TEXT` | a `working` status whose message is TEXT |
+//! | `detach CMD` | starts `sh -c CMD` detached, in its own process group: a residue item while it runs |
+//! | `await DLG_ID` | waits, `working`, for a completion of delegation DLG_ID |
+//!
+//! A text whose first line is none of these completes with the whole text as
+//! its response, so a test reads exactly what the door composed. After the
+//! first line, other lines (blank ones, a referenced-tasks block) are
+//! skipped. A script that runs out of lines completes with `done`. A
+//! malformed command (`sleep soon`) fails the task saying why.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::{Agent, AgentFuture, Delegation, Outcome, RunningTask, TaskInput};
+
+/// The script agent. Stateless: each task's text is its own script.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScriptAgent;
+
+/// One line of a script.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Command<'a> {
+    Reply(&'a str),
+    Fail(&'a str),
+    Ask(&'a str),
+    Sleep(u64),
+    Progress(&'a str),
+    Detach(&'a str),
+    Await(&'a str),
+    /// A command word with an argument it cannot take: why.
+    Malformed(String),
+}
+
+impl<'a> Command<'a> {
+    /// The command a line holds, or `None` when its first word is no
+    /// command. The argument is everything after the first space.
+    fn parse(line: &'a str) -> Option<Command<'a>> {
+        let (word, arg) = line.split_once(' ').unwrap_or((line, ""));
+        Some(match word {
+            "reply" => Command::Reply(arg),
+            "fail" => Command::Fail(arg),
+            "ask" => Command::Ask(arg),
+            "progress" => Command::Progress(arg),
+            "sleep" => match arg.trim().parse() {
+                Ok(ms) => Command::Sleep(ms),
+                Err(_) => {
+                    Command::Malformed(format!("script: sleep takes milliseconds, not {arg:?}"))
+                }
+            },
+            "detach" if arg.trim().is_empty() => {
+                Command::Malformed("script: detach needs a command".into())
+            }
+            "detach" => Command::Detach(arg),
+            "await" if arg.trim().is_empty() => {
+                Command::Malformed("script: await needs a delegation id".into())
+            }
+            "await" => Command::Await(arg.trim()),
+            _ => return None,
+        })
+    }
+}
+
+impl Agent for ScriptAgent {
+    fn run(&self, input: TaskInput, task: RunningTask) -> AgentFuture {
+        // Delegations are awaited from the moment the script starts, so a
+        // completion finds its task as soon as the task shows working.
+        let delegations = expect_delegations(&input.text, &task, HashMap::new());
+        Box::pin(run(input.text, task, delegations))
+    }
+
+    /// A reply is run as a script: the delegations it awaits are awaited
+    /// from the moment it is delivered. (The handles are taken again when
+    /// the script runs.)
+    fn replied(&self, task: &RunningTask, text: &str) {
+        expect_delegations(text, task, HashMap::new());
+    }
+}
+
+/// Registers every delegation `script` awaits that is not registered yet.
+fn expect_delegations(
+    script: &str,
+    task: &RunningTask,
+    mut delegations: HashMap<String, Delegation>,
+) -> HashMap<String, Delegation> {
+    for line in script.lines() {
+        if let Some(Command::Await(id)) = Command::parse(line)
+            && !delegations.contains_key(id)
+        {
+            delegations.insert(id.to_string(), task.expect_delegation(id));
+        }
+    }
+    delegations
+}
+
+async fn run(
+    mut script: String,
+    task: RunningTask,
+    mut delegations: HashMap<String, Delegation>,
+) -> Outcome {
+    'script: loop {
+        let first = script.lines().next().unwrap_or("");
+        if Command::parse(first).is_none() {
+            return Outcome::Completed(script);
+        }
+        for line in script.lines() {
+            match Command::parse(line) {
+                None => {}
+                Some(Command::Reply(text)) => return Outcome::Completed(text.to_string()),
+                Some(Command::Fail(text)) => return Outcome::Failed(text.to_string()),
+                Some(Command::Malformed(why)) => return Outcome::Failed(why),
+                Some(Command::Ask(prompt)) => {
+                    let reply = task.ask(prompt).await;
+                    delegations = expect_delegations(&reply, &task, delegations);
+                    script = reply;
+                    continue 'script;
+                }
+                Some(Command::Sleep(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Some(Command::Progress(text)) => task.progress(text),
+                Some(Command::Detach(command)) => {
+                    if let Err(e) = task.detach(command) {
+                        return Outcome::Failed(format!("script: detach {command}: {e}"));
+                    }
+                }
+                Some(Command::Await(id)) => {
+                    let delegation = delegations
+                        .remove(id)
+                        .unwrap_or_else(|| task.expect_delegation(id));
+                    delegation.completion().await;
+                }
+            }
+        }
+        return Outcome::Completed("done".to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_by_their_first_word() {
+        assert_eq!(Command::parse("reply four"), Some(Command::Reply("four")));
+        assert_eq!(Command::parse("reply"), Some(Command::Reply("")));
+        assert_eq!(
+            Command::parse("fail it broke "),
+            Some(Command::Fail("it broke "))
+        );
+        assert_eq!(Command::parse("ask Which?"), Some(Command::Ask("Which?")));
+        assert_eq!(Command::parse("sleep 25"), Some(Command::Sleep(25)));
+        assert_eq!(
+            Command::parse("progress step 2"),
+            Some(Command::Progress("step 2"))
+        );
+        assert_eq!(
+            Command::parse("detach sleep 30"),
+            Some(Command::Detach("sleep 30"))
+        );
+        assert_eq!(Command::parse("await dlg_1"), Some(Command::Await("dlg_1")));
+        assert!(matches!(
+            Command::parse("sleep soon"),
+            Some(Command::Malformed(_))
+        ));
+        assert!(matches!(
+            Command::parse("await "),
+            Some(Command::Malformed(_))
+        ));
+        assert!(matches!(
+            Command::parse("detach"),
+            Some(Command::Malformed(_))
+        ));
+        for other in [
+            "",
+            "replying",
+            "Reply x",
+            " reply x",
+            "summarise",
+            "```data",
+        ] {
+            assert_eq!(Command::parse(other), None, "{other:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod runs {
+    use std::time::Duration;
+
+    use crate::imports::session::ResidueItem;
+    use crate::tasks::testing::{hub_with, new_task, run, settle, until};
+    use crate::tasks::{TaskAcceptance, TaskState};
+
+    use super::ScriptAgent;
+
+    fn hub() -> std::sync::Arc<crate::tasks::Hub> {
+        hub_with(ScriptAgent, TaskAcceptance::Queue)
+    }
+
+    #[tokio::test]
+    async fn reply_completes_with_its_text() {
+        let task = run(&hub(), "reply four").await;
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert_eq!(task.response.as_deref(), Some("four"));
+        assert_eq!(task.status.message, None);
+    }
+
+    #[tokio::test]
+    async fn fail_ends_failed_with_its_message() {
+        let task = run(&hub(), "fail the driver failed\nreply never").await;
+        assert_eq!(task.status.state, TaskState::Failed);
+        assert_eq!(task.status.message.as_deref(), Some("the driver failed"));
+        assert_eq!(task.response, None);
+    }
+
+    #[tokio::test]
+    async fn a_text_that_is_no_script_is_the_response() {
+        let text = "summarise\n````data media-type=application/json\n{}\n````\nreply x";
+        let task = run(&hub(), text).await;
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert_eq!(task.response.as_deref(), Some(text));
+        let task = run(&hub(), "").await;
+        assert_eq!(task.response.as_deref(), Some(""));
+    }
+
+    #[tokio::test]
+    async fn a_script_without_an_ending_is_done() {
+        let task = run(&hub(), "sleep 1\n\nReferenced tasks:\n- tsk_a: working").await;
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert_eq!(task.response.as_deref(), Some("done"));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_command_fails_saying_why() {
+        let task = run(&hub(), "sleep soon").await;
+        assert_eq!(task.status.state, TaskState::Failed);
+        assert_eq!(
+            task.status.message.as_deref(),
+            Some(r#"script: sleep takes milliseconds, not "soon""#)
+        );
+    }
+
+    #[tokio::test]
+    async fn ask_pauses_then_runs_the_reply_as_a_script() {
+        let hub = hub();
+        let task = hub
+            .start(new_task(None, "ask Which branch?\nreply ignored"))
+            .unwrap();
+        let asked = settle(&hub, &task.id).await;
+        assert_eq!(asked.status.state, TaskState::InputRequired);
+        assert_eq!(asked.prompt.as_deref(), Some("Which branch?"));
+        assert_eq!(asked.response, None);
+
+        // The reply is a script: another question.
+        hub.reply(&None, &task.id, None, "ask And then?".into())
+            .unwrap();
+        let asked = until(&hub, &task.id, TaskState::InputRequired).await;
+        assert_eq!(asked.prompt.as_deref(), Some("And then?"));
+
+        // A reply that is no script is the response, whole.
+        hub.reply(&None, &task.id, None, "main, please\nthanks".into())
+            .unwrap();
+        let done = until(&hub, &task.id, TaskState::Completed).await;
+        assert_eq!(done.response.as_deref(), Some("main, please\nthanks"));
+        assert_eq!(done.prompt, None);
+    }
+
+    #[tokio::test]
+    async fn sleep_stays_working() {
+        let hub = hub();
+        let task = hub.start(new_task(None, "sleep 300\nreply woke")).unwrap();
+        until(&hub, &task.id, TaskState::Working).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            hub.get(&None, &task.id).unwrap().status.state,
+            TaskState::Working
+        );
+        let done = settle(&hub, &task.id).await;
+        assert_eq!(done.response.as_deref(), Some("woke"));
+        assert!(done.status.timestamp_ms - task.status.timestamp_ms >= 300);
+    }
+
+    #[tokio::test]
+    async fn progress_writes_a_working_status_message() {
+        let hub = hub();
+        let task = hub
+            .start(new_task(None, "progress step 1 of 2\nsleep 10000"))
+            .unwrap();
+        let working = until(&hub, &task.id, TaskState::Working).await;
+        let mut read = working;
+        for _ in 0..200 {
+            if read.status.message.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            read = hub.get(&None, &task.id).unwrap();
+        }
+        assert_eq!(read.status.state, TaskState::Working);
+        assert_eq!(read.status.message.as_deref(), Some("step 1 of 2"));
+        hub.cancel(&None, &task.id).unwrap();
+    }
+
+    #[tokio::test]
+    async fn detach_records_a_detached_shell() {
+        let hub = hub();
+        let task = run(&hub, "detach sleep 30 && echo late\nreply ok").await;
+        assert_eq!(task.response.as_deref(), Some("ok"));
+        let residue = hub.residue();
+        let [ResidueItem::DetachedShell(shell)] = residue.as_slice() else {
+            panic!("{residue:?}");
+        };
+        assert!(shell.work_id.starts_with("wrk_"), "{shell:?}");
+        assert_eq!(shell.binary, "sleep");
+        assert_eq!(shell.command, "sleep 30 && echo late");
+        assert!(shell.started_at_ms as i64 <= task.status.timestamp_ms);
+        assert_eq!(task.metadata.running_commands.len(), 1);
+        hub.close();
+    }
+
+    #[tokio::test]
+    async fn await_waits_for_the_completion() {
+        let hub = hub();
+        let task = hub
+            .start(new_task(None, "await dlg_7\nreply after"))
+            .unwrap();
+        until(&hub, &task.id, TaskState::Working).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            hub.get(&None, &task.id).unwrap().status.state,
+            TaskState::Working
+        );
+        hub.deliver_completion("dlg_7", "{}".into()).unwrap();
+        let done = settle(&hub, &task.id).await;
+        assert_eq!(done.response.as_deref(), Some("after"));
+    }
+
+    #[tokio::test]
+    async fn a_reply_script_can_await_too() {
+        let hub = hub();
+        let task = hub.start(new_task(None, "ask go?")).unwrap();
+        until(&hub, &task.id, TaskState::InputRequired).await;
+        assert!(hub.awaits_delegation("dlg_8").is_err());
+        hub.reply(&None, &task.id, None, "await dlg_8\nfail it came".into())
+            .unwrap();
+        assert_eq!(hub.awaits_delegation("dlg_8"), Ok(()));
+        hub.deliver_completion("dlg_8", "{}".into()).unwrap();
+        let done = settle(&hub, &task.id).await;
+        assert_eq!(done.status.message.as_deref(), Some("it came"));
+    }
+}
