@@ -7,14 +7,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
+use murmur_door_host::agents::{Agent, CommandAgent, ScriptAgent};
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::server::Server;
 use murmur_door_host::session::Session;
+use murmur_door_host::tasks::{self, store::Store};
 
 #[derive(Parser)]
 #[command(
@@ -43,7 +45,34 @@ enum Command {
         /// STATE/tokens.json.
         #[arg(long)]
         tokens_file: Option<PathBuf>,
+        /// Reopen the session recorded in STATE/session.db instead of starting
+        /// a new one; tasks it left live are failed. Tokens are minted anew.
+        #[arg(long)]
+        resume: bool,
+        /// The agent that runs tasks: `script` runs each task's text as a
+        /// script (reply, fail, ask, sleep, progress, detach, await).
+        #[arg(long, value_enum, default_value_t = AgentKind::Script)]
+        agent: AgentKind,
+        /// Run each task with `sh -c CMD`, its text on stdin: exit 0 completes
+        /// it with stdout, another exit fails it with stderr's last line.
+        #[arg(long, value_name = "CMD", conflicts_with = "agent")]
+        agent_cmd: Option<String>,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AgentKind {
+    Script,
+}
+
+/// How `serve` runs.
+struct Options {
+    manifest: PathBuf,
+    listen: SocketAddr,
+    state: PathBuf,
+    tokens_file: PathBuf,
+    resume: bool,
+    agent: Arc<dyn Agent>,
 }
 
 fn main() -> ExitCode {
@@ -61,14 +90,28 @@ fn main() -> ExitCode {
                 listen,
                 state,
                 tokens_file,
+                resume,
+                agent,
+                agent_cmd,
             },
     } = Cli::parse();
-    let tokens_file = tokens_file.unwrap_or_else(|| state.join("tokens.json"));
+    let agent: Arc<dyn Agent> = match (agent, agent_cmd) {
+        (_, Some(command)) => Arc::new(CommandAgent::new(command)),
+        (AgentKind::Script, None) => Arc::new(ScriptAgent),
+    };
+    let options = Options {
+        tokens_file: tokens_file.unwrap_or_else(|| state.join("tokens.json")),
+        manifest,
+        listen,
+        state,
+        resume,
+        agent,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    match runtime.block_on(serve(manifest, listen, tokens_file)) {
+    match runtime.block_on(serve(options)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("murmur-door: {e:#}");
@@ -77,21 +120,26 @@ fn main() -> ExitCode {
     }
 }
 
-async fn serve(
-    manifest_path: PathBuf,
-    listen: SocketAddr,
-    tokens_file: PathBuf,
-) -> anyhow::Result<()> {
+async fn serve(options: Options) -> anyhow::Result<()> {
+    let Options {
+        manifest: manifest_path,
+        listen,
+        state,
+        tokens_file,
+        resume,
+        agent,
+    } = options;
     let manifest = Manifest::load(&manifest_path)
         .with_context(|| format!("manifest {}", manifest_path.display()))?;
     let engine = engine::engine()?;
     let door = Door::load(&engine, engine::EMBEDDED_DOOR)?;
+    let opened = Store::open(&state, resume, tasks::now_ms())?;
 
     let listener = TcpListener::bind(listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
     let url = listener_url(listener.local_addr()?);
-    let session = Arc::new(Session::launch(&manifest, url.clone())?);
+    let session = Arc::new(Session::start(&manifest, url.clone(), opened.store, agent)?);
     // The tokens are on disk before the door answers anyone.
     session
         .tokens
@@ -99,15 +147,29 @@ async fn serve(
         .with_context(|| format!("writing tokens to {}", tokens_file.display()))?;
 
     tracing::info!(capsule = %manifest.name, version = %manifest.version, session = %session.id(), "session started");
+    if resume {
+        tracing::info!(session = %session.id(), failed = opened.failed_by_resume.len(), "session resumed; tasks it left live are failed");
+    }
+    if let Some(archived) = &opened.archived {
+        tracing::info!(path = %archived.display(), "previous session archived");
+    }
     tracing::info!(digest = %door.digest, "door component loaded");
     tracing::info!(path = %tokens_file.display(), "tokens written");
     tracing::info!(%url, "door listening");
 
-    let server = Arc::new(Server::new(door, session));
+    let server = Arc::new(Server::new(door, session.clone()));
+    let serving = tokio::spawn(server.serve(listener));
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
     tokio::select! {
-        () = server.serve(listener) => {}
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; closing the door"),
+        _ = terminate.recv() => tracing::info!("terminated; closing the door"),
     }
+    // Held requests answer with their task as it stands; detached commands
+    // end. A moment lets the answers reach their clients.
+    session.close();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    serving.abort();
     Ok(())
 }
 
