@@ -519,7 +519,11 @@ impl Hub {
     pub fn close(&self) {
         self.closing.store(true, Ordering::SeqCst);
         self.closed.send_replace(true);
-        let live = self.lock();
+        Hub::kill_detached(&self.lock());
+    }
+
+    /// Kills the process groups of the detached commands still running.
+    fn kill_detached(live: &Live) {
         for detached in &live.detached {
             if !detached.done.load(Ordering::SeqCst) {
                 process::kill_group(detached.pgid);
@@ -629,6 +633,13 @@ impl Hub {
             done,
         });
         Ok(item)
+    }
+}
+
+impl Drop for Hub {
+    /// A session dropped without closing still ends what it detached.
+    fn drop(&mut self) {
+        Hub::kill_detached(&self.lock());
     }
 }
 

@@ -380,31 +380,35 @@ impl Store {
     ) -> rusqlite::Result<Option<Task>> {
         let mut inner = self.lock();
         let change = inner.last_change + 1;
-        let updated = inner
+        let context_id: Option<String> = inner
             .conn
             .prepare_cached(
                 "UPDATE tasks SET state = ?, status_message = ?, status_ms = ?, response = ?,
                     prompt = ?, residue = ?, running_commands = ?, change = ?
-                 WHERE id = ?",
+                 WHERE id = ? RETURNING context_id",
             )?
-            .execute(params![
-                state_word(to.state),
-                to.message,
-                now_ms,
-                to.response,
-                to.prompt,
-                residue_json(&to.residue).to_string(),
-                running_json(&to.running_commands).to_string(),
-                change as i64,
-                id,
-            ])?;
-        if updated == 0 {
+            .query_row(
+                params![
+                    state_word(to.state),
+                    to.message,
+                    now_ms,
+                    to.response,
+                    to.prompt,
+                    residue_json(&to.residue).to_string(),
+                    running_json(&to.running_commands).to_string(),
+                    change as i64,
+                    id,
+                ],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(context_id) = context_id else {
             return Ok(None);
-        }
+        };
         inner.last_change = change;
         Ok(Some(Task {
             id: id.to_string(),
-            context_id: query_context(&inner.conn, id)?,
+            context_id,
             status: Status {
                 state: to.state,
                 message: to.message.clone(),
@@ -444,12 +448,6 @@ impl Store {
             .prepare_cached(&sql)?
             .query_row(params_from_iter(values), task_from_row)
             .optional()
-    }
-
-    /// The context a task belongs to.
-    pub fn context_of(&self, id: &str) -> rusqlite::Result<Option<String>> {
-        let inner = self.lock();
-        query_context(&inner.conn, id).optional()
     }
 
     /// One page of the tasks `sees` covers that match `query`, most recently
@@ -623,11 +621,6 @@ fn archive(state: &Path, path: &Path, now_ms: i64) -> anyhow::Result<PathBuf> {
         }
     }
     Ok(target)
-}
-
-fn query_context(conn: &Connection, id: &str) -> rusqlite::Result<String> {
-    conn.prepare_cached("SELECT context_id FROM tasks WHERE id = ?")?
-        .query_row([id], |r| r.get(0))
 }
 
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
