@@ -3,6 +3,10 @@
 //! stdout (one trailing newline trimmed) as its response; any other exit
 //! fails it with the last non-empty line of stderr, or `exit status N`.
 //! Cancelling the task kills the whole group. Images are not passed on.
+//!
+//! The task ends once the command has exited and its stdout and stderr are
+//! closed: a background process that keeps them open keeps the task
+//! working (redirect its output, or `detach` it through the script agent).
 
 use std::process::{ExitStatus, Stdio};
 
