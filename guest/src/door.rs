@@ -9,9 +9,11 @@ use crate::extensions;
 use crate::http::{Request, Response};
 use crate::imports::Imports;
 use crate::methods::Method;
-use crate::model::{Capsule, CompletionRefusal, Grant, ResidueItem, Scope};
+use crate::model::{Caller, Capsule, CompletionRefusal, Origin, ResidueItem, Scope};
 use crate::rpc::{self, Id, RpcRequest};
-use crate::security::{self, TASK_ORIGIN};
+use crate::security::{self, TASK_ORIGIN, TASK_TRUST};
+use crate::send::{self, Provenance};
+use crate::task_methods;
 use crate::version;
 
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -101,15 +103,15 @@ fn check(
     // 13. No tenant.
     no_tenant(&params).map_err(fail)?;
     // 14. The method itself.
-    serve(
-        imports,
-        capsule,
+    let call = Call {
+        request,
         method,
         completion,
-        &rpc.id,
-        grant.as_ref(),
-    )
-    .map_err(fail)
+        params,
+        caller: grant.map(|g| g.credential),
+        id: &rpc.id,
+    };
+    serve(imports, capsule, &call).map_err(fail)
 }
 
 /// Step 1: GET the card; the peer plane.
@@ -147,6 +149,13 @@ fn is_json(request: &Request) -> bool {
         let media_type = value.split(';').next().unwrap_or("").trim();
         media_type.eq_ignore_ascii_case("application/json")
     })
+}
+
+fn is_peer(request: &Request) -> bool {
+    request
+        .header_values(TASK_ORIGIN)
+        .iter()
+        .any(|v| v.eq_ignore_ascii_case("peer"))
 }
 
 fn is_completion(request: &Request) -> bool {
@@ -199,19 +208,48 @@ fn no_tenant(params: &Map<String, Value>) -> Result<(), RpcError> {
     }
 }
 
-/// Step 14: the method itself.
-fn serve(
-    imports: &impl Imports,
-    capsule: &Capsule,
+/// A request that passed steps 1 to 13.
+struct Call<'a> {
+    request: &'a Request,
     method: Method,
     completion: bool,
-    id: &Id,
-    _grant: Option<&Grant>,
-) -> Result<Response, RpcError> {
-    match method {
-        Method::GetExtendedAgentCard => {
-            Ok(rpc::result(id, card::card(capsule, CardKind::Extended)))
+    params: Map<String, Value>,
+    /// Who asks the task store: none on a public door.
+    caller: Caller,
+    id: &'a Id,
+}
+
+/// Step 14: the method itself.
+fn serve(imports: &impl Imports, capsule: &Capsule, call: &Call) -> Result<Response, RpcError> {
+    let Call {
+        request,
+        method,
+        completion,
+        params,
+        caller,
+        id,
+    } = call;
+    let (params, caller, id) = (params, caller, *id);
+    let result = match *method {
+        Method::SendMessage if *completion => {
+            let delegation_id = request.header("x-murmur-delegation-id").unwrap_or_default();
+            return send::deliver_completion(imports, params, &delegation_id, id);
         }
+        Method::SendMessage => {
+            let provenance = Provenance {
+                origin: if is_peer(request) {
+                    Origin::Peer
+                } else {
+                    Origin::Client
+                },
+                trust: request.header(TASK_TRUST),
+            };
+            return send::send_message(imports, capsule, params, caller, provenance, id);
+        }
+        Method::GetTask => task_methods::get_task(imports, params, caller)?,
+        Method::CancelTask => task_methods::cancel_task(imports, params, caller)?,
+        Method::ListTasks => task_methods::list_tasks(imports, params, caller)?,
+        Method::GetExtendedAgentCard => card::card(capsule, CardKind::Extended),
         Method::StopSession => {
             let report = imports.stop();
             let result = json!({
@@ -219,16 +257,19 @@ fn serve(
                 "residue": report.residue.iter().map(residue_item).collect::<Vec<_>>(),
                 "session_id": capsule.session_id,
             });
-            Ok(rpc::result(id, result).with_header(extensions::HEADER, extensions::DOOR))
+            return Ok(rpc::result(id, result).with_header(extensions::HEADER, extensions::DOOR));
         }
-        _ if completion => Err(RpcError::internal(
-            "Internal error: this door cannot deliver completions yet: it has no task store",
-        )),
-        _ => Err(RpcError::internal(format!(
-            "Internal error: {} could not be handed to the session: this door has no task store yet",
-            method.name()
-        ))),
-    }
+        Method::SendStreamingMessage
+        | Method::SubscribeToTask
+        | Method::WatchSession
+        | Method::PushConfig => {
+            return Err(RpcError::internal(format!(
+                "Internal error: {} could not be handed to the session: this door serves no streams yet",
+                method.name()
+            )));
+        }
+    };
+    Ok(rpc::result(id, result))
 }
 
 /// A residue item as murmur.StopSession lists it, keys in the reference's

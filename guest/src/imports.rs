@@ -1,10 +1,14 @@
-//! What the door asks the host: the `session` and `tokens` imports as a trait,
-//! so the same rules run in the component and natively under test.
+//! What the door asks the host: the `session`, `tokens` and `task-store`
+//! imports as a trait, so the same rules run in the component and natively
+//! under test.
 
-use crate::model::{Capsule, CompletionRefusal, Grant, StopReport};
+use crate::model::{
+    Caller, Capsule, CompletionRefusal, Grant, ListQuery, NewTask, Page, StopReport, Task,
+    TaskError,
+};
 
 pub trait Imports {
-    /// `session.capsule`: the facts the card and the rules derive from.
+    /// `session.describe`: the facts the card and the rules derive from.
     fn capsule(&self) -> Capsule;
     /// `tokens.verify`: what a presented token grants, if this session minted it.
     fn verify(&self, token: &str) -> Option<Grant>;
@@ -12,4 +16,30 @@ pub trait Imports {
     fn stop(&self) -> StopReport;
     /// `session.awaits-delegation`: whether a task waits for this delegation.
     fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal>;
+    /// `session.deliver-completion`: the waiting task's context id.
+    fn deliver_completion(
+        &self,
+        delegation_id: &str,
+        message: &str,
+    ) -> Result<String, CompletionRefusal>;
+
+    /// `task-store.start`.
+    fn start(&self, task: NewTask) -> Result<Task, TaskError>;
+    /// `task-store.reply`.
+    fn reply(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        context_id: Option<&str>,
+        text: &str,
+    ) -> Result<Task, TaskError>;
+    /// `task-store.get`.
+    fn get(&self, caller: &Caller, task_id: &str) -> Result<Task, TaskError>;
+    /// `task-store.cancel`.
+    fn cancel(&self, caller: &Caller, task_id: &str) -> Result<Task, TaskError>;
+    /// `task-store.list`.
+    fn list(&self, caller: &Caller, query: &ListQuery) -> Page;
+    /// Blocks until the task settles or the door closes (`task-store.settled`,
+    /// then the pollable's `block`).
+    fn wait_settled(&self, caller: &Caller, task_id: &str) -> Result<(), TaskError>;
 }

@@ -5,16 +5,23 @@
 //! tested natively; `wasm` is the thin `wasi:http` edge that runs it as a
 //! component.
 
+pub mod agent_text;
 pub mod card;
 pub mod door;
 pub mod errors;
 pub mod extensions;
 pub mod http;
 pub mod imports;
+pub mod listing;
+pub mod message;
 pub mod methods;
 pub mod model;
 pub mod rpc;
 pub mod security;
+pub mod send;
+pub mod task;
+pub mod task_methods;
+pub mod timestamp;
 pub mod version;
 
 pub use door::handle;

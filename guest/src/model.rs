@@ -145,3 +145,156 @@ pub enum CompletionRefusal {
     NotAwaited,
     Ending,
 }
+
+/// Who is asking the task store: none is a caller of a public door.
+pub type Caller = Option<Credential>;
+
+/// A task's state ("Task states").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    Submitted,
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Rejected,
+    Canceled,
+}
+
+impl TaskState {
+    /// The name on the wire.
+    pub fn wire(self) -> &'static str {
+        match self {
+            TaskState::Submitted => "TASK_STATE_SUBMITTED",
+            TaskState::Working => "TASK_STATE_WORKING",
+            TaskState::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+            TaskState::Completed => "TASK_STATE_COMPLETED",
+            TaskState::Failed => "TASK_STATE_FAILED",
+            TaskState::Rejected => "TASK_STATE_REJECTED",
+            TaskState::Canceled => "TASK_STATE_CANCELED",
+        }
+    }
+
+    /// Murmur's word, used off the wire and in the referenced-tasks block.
+    pub fn word(self) -> &'static str {
+        match self {
+            TaskState::Submitted => "submitted",
+            TaskState::Working => "working",
+            TaskState::InputRequired => "input-required",
+            TaskState::Completed => "completed",
+            TaskState::Failed => "failed",
+            TaskState::Rejected => "rejected",
+            TaskState::Canceled => "canceled",
+        }
+    }
+
+    pub fn terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::Rejected | TaskState::Canceled
+        )
+    }
+}
+
+/// A task's current status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub state: TaskState,
+    pub message: Option<String>,
+    /// Milliseconds since the Unix epoch, UTC.
+    pub timestamp_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunningCommand {
+    pub work_id: String,
+    pub binary: String,
+    pub command: String,
+    pub running_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberStatus {
+    pub member: String,
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskMetadata {
+    pub no_answer: bool,
+    pub no_answer_below: Vec<MemberStatus>,
+    pub running_commands: Vec<RunningCommand>,
+}
+
+/// A task as the store holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Task {
+    pub id: String,
+    pub context_id: String,
+    pub status: Status,
+    pub response: Option<String>,
+    pub prompt: Option<String>,
+    pub residue: Vec<ResidueItem>,
+    pub metadata: TaskMetadata,
+    pub change: u64,
+}
+
+/// Where a task came from (`x-murmur-task-origin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Client,
+    Peer,
+    Session,
+}
+
+/// An image part the door checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Image {
+    pub media_type: String,
+    pub bytes: Vec<u8>,
+}
+
+/// A new task, as the door read it from a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewTask {
+    pub caller: Caller,
+    pub context_id: Option<String>,
+    pub text: String,
+    pub images: Vec<Image>,
+    pub reference_task_ids: Vec<String>,
+    pub origin: Origin,
+    pub trust: Option<String>,
+    pub forget_session: bool,
+}
+
+/// Why the store refused a call that names a task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskError {
+    NotFound,
+    WrongState(TaskState),
+    OtherContext,
+    Unavailable(String),
+}
+
+/// A position in the change order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    pub change: u64,
+    pub task_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListQuery {
+    pub context_id: Option<String>,
+    pub state: Option<TaskState>,
+    pub status_after_ms: Option<i64>,
+    pub after: Option<Cursor>,
+    pub limit: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Page {
+    pub tasks: Vec<Task>,
+    pub next: Option<Cursor>,
+    pub total: u32,
+}

@@ -8,6 +8,8 @@ use crate::model::{Capsule, Grant, Scope};
 
 /// The runtime header naming where a request comes from.
 pub const TASK_ORIGIN: &str = "x-murmur-task-origin";
+/// The runtime header naming a peer task's trust class.
+pub const TASK_TRUST: &str = "x-murmur-task-trust";
 
 /// Step 2: on a door declaring `network.authentication`, the grant of the one
 /// `Authorization: Bearer <token>` the request carries. A public door ignores

@@ -9,8 +9,9 @@ use wasip2::http::types::{
 use wasip2::io::streams::StreamError;
 
 use crate::model::{
-    Capsule, CompletionRefusal, Credential, Grant, ImageLimits, ResidueItem, Scope, StopReport,
-    TaskAcceptance, Transport,
+    Caller, Capsule, CompletionRefusal, Credential, Cursor, Grant, ImageLimits, ListQuery,
+    MemberStatus, NewTask, Origin, Page, ResidueItem, RunningCommand, Scope, Status, StopReport,
+    Task, TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
 };
 use crate::{Imports, Request, Response};
 
@@ -20,7 +21,7 @@ wit_bindgen::generate!({
     with: { "wasi:io/poll@0.2.12": wasip2::io::poll },
 });
 
-use murmur::door::{session, tokens};
+use murmur::door::{session, task_store as store, tokens};
 
 struct Door;
 
@@ -169,10 +170,186 @@ impl Imports for Host {
     }
 
     fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal> {
-        session::awaits_delegation(delegation_id).map_err(|refusal| match refusal {
-            session::CompletionRefusal::NotAwaited => CompletionRefusal::NotAwaited,
-            session::CompletionRefusal::Ending => CompletionRefusal::Ending,
-        })
+        session::awaits_delegation(delegation_id).map_err(completion_refusal)
+    }
+
+    fn deliver_completion(
+        &self,
+        delegation_id: &str,
+        message: &str,
+    ) -> Result<String, CompletionRefusal> {
+        session::deliver_completion(delegation_id, message)
+            .map(|receipt| receipt.context_id)
+            .map_err(completion_refusal)
+    }
+
+    fn start(&self, task: NewTask) -> Result<Task, TaskError> {
+        let new = store::NewTask {
+            caller: caller(&task.caller),
+            context_id: task.context_id,
+            text: task.text,
+            images: task
+                .images
+                .into_iter()
+                .map(|image| store::Image {
+                    media_type: image.media_type,
+                    bytes: image.bytes,
+                })
+                .collect(),
+            reference_task_ids: task.reference_task_ids,
+            origin: match task.origin {
+                Origin::Client => store::Origin::Client,
+                Origin::Peer => store::Origin::Peer,
+                Origin::Session => store::Origin::Session,
+            },
+            trust: task.trust,
+            forget_session: task.forget_session,
+        };
+        store::start(&new).map(from_store).map_err(task_error)
+    }
+
+    fn reply(
+        &self,
+        who: &Caller,
+        task_id: &str,
+        context_id: Option<&str>,
+        text: &str,
+    ) -> Result<Task, TaskError> {
+        store::reply(&caller(who), task_id, context_id, text)
+            .map(from_store)
+            .map_err(task_error)
+    }
+
+    fn get(&self, who: &Caller, task_id: &str) -> Result<Task, TaskError> {
+        store::get(&caller(who), task_id)
+            .map(from_store)
+            .map_err(task_error)
+    }
+
+    fn cancel(&self, who: &Caller, task_id: &str) -> Result<Task, TaskError> {
+        store::cancel(&caller(who), task_id)
+            .map(from_store)
+            .map_err(task_error)
+    }
+
+    fn list(&self, who: &Caller, query: &ListQuery) -> Page {
+        let query = store::ListQuery {
+            context_id: query.context_id.clone(),
+            state: query.state.map(to_store_state),
+            status_after_ms: query.status_after_ms,
+            after: query.after.as_ref().map(|c| store::Cursor {
+                change: c.change,
+                task_id: c.task_id.clone(),
+            }),
+            limit: query.limit,
+        };
+        let page = store::list(&caller(who), &query);
+        Page {
+            tasks: page.tasks.into_iter().map(from_store).collect(),
+            next: page.next.map(|c| Cursor {
+                change: c.change,
+                task_id: c.task_id,
+            }),
+            total: page.total,
+        }
+    }
+
+    fn wait_settled(&self, who: &Caller, task_id: &str) -> Result<(), TaskError> {
+        // Blocks on the host's pollable: the request holds no thread while it
+        // waits.
+        store::settled(&caller(who), task_id)
+            .map_err(task_error)?
+            .block();
+        Ok(())
+    }
+}
+
+fn completion_refusal(refusal: session::CompletionRefusal) -> CompletionRefusal {
+    match refusal {
+        session::CompletionRefusal::NotAwaited => CompletionRefusal::NotAwaited,
+        session::CompletionRefusal::Ending => CompletionRefusal::Ending,
+    }
+}
+
+fn caller(caller: &Caller) -> Option<tokens::Credential> {
+    caller.as_ref().map(|credential| match credential {
+        Credential::Operator => tokens::Credential::Operator,
+        Credential::Declared(name) => tokens::Credential::Declared(name.clone()),
+        Credential::Member(name) => tokens::Credential::Member(name.clone()),
+    })
+}
+
+fn task_error(error: store::TaskError) -> TaskError {
+    match error {
+        store::TaskError::NotFound => TaskError::NotFound,
+        store::TaskError::WrongState(state) => TaskError::WrongState(from_store_state(state)),
+        store::TaskError::OtherContext => TaskError::OtherContext,
+        store::TaskError::Unavailable(why) => TaskError::Unavailable(why),
+    }
+}
+
+const STATES: [(store::TaskState, TaskState); 7] = [
+    (store::TaskState::Submitted, TaskState::Submitted),
+    (store::TaskState::Working, TaskState::Working),
+    (store::TaskState::InputRequired, TaskState::InputRequired),
+    (store::TaskState::Completed, TaskState::Completed),
+    (store::TaskState::Failed, TaskState::Failed),
+    (store::TaskState::Rejected, TaskState::Rejected),
+    (store::TaskState::Canceled, TaskState::Canceled),
+];
+
+fn from_store_state(state: store::TaskState) -> TaskState {
+    STATES
+        .iter()
+        .find(|(s, _)| *s == state)
+        .map(|(_, t)| *t)
+        .expect("every state is mapped")
+}
+
+fn to_store_state(state: TaskState) -> store::TaskState {
+    STATES
+        .iter()
+        .find(|(_, t)| *t == state)
+        .map(|(s, _)| *s)
+        .expect("every state is mapped")
+}
+
+fn from_store(task: store::Task) -> Task {
+    Task {
+        id: task.id,
+        context_id: task.context_id,
+        status: Status {
+            state: from_store_state(task.status.state),
+            message: task.status.message,
+            timestamp_ms: task.status.timestamp_ms,
+        },
+        response: task.response,
+        prompt: task.prompt,
+        residue: task.residue.into_iter().map(residue_item).collect(),
+        metadata: TaskMetadata {
+            no_answer: task.metadata.no_answer,
+            no_answer_below: task
+                .metadata
+                .no_answer_below
+                .into_iter()
+                .map(|m| MemberStatus {
+                    member: m.member,
+                    status: m.status,
+                })
+                .collect(),
+            running_commands: task
+                .metadata
+                .running_commands
+                .into_iter()
+                .map(|c| RunningCommand {
+                    work_id: c.work_id,
+                    binary: c.binary,
+                    command: c.command,
+                    running_ms: c.running_ms,
+                })
+                .collect(),
+        },
+        change: task.change,
     }
 }
 

@@ -1,94 +1,13 @@
 //! The check order natively ("What the door answers"): what each step asks of
 //! the imports and when it reads the body, which end-to-end tests cannot see.
 
-use std::cell::{Cell, RefCell};
+mod common;
 
-use murmur_door_guest::model::{
-    Capsule, CompletionRefusal, Credential, Grant, ImageLimits, Scope, StopReport, TaskAcceptance,
-    Transport,
-};
-use murmur_door_guest::{Imports, Request, handle};
+use std::cell::Cell;
+
+use common::{FakeHost as Fake, post};
+use murmur_door_guest::{Request, handle};
 use serde_json::{Value, json};
-
-struct Fake {
-    capsule: Capsule,
-    verified: RefCell<Vec<String>>,
-    stops: Cell<u32>,
-    awaited: RefCell<Vec<String>>,
-}
-
-impl Fake {
-    fn new(authenticated: bool) -> Fake {
-        Fake {
-            capsule: Capsule {
-                name: "my-agent".into(),
-                version: "0.1.0".into(),
-                session_id: "ses_019f01a940ce7761854e768ecbe3d399".into(),
-                url: "http://localhost:41873".into(),
-                task_acceptance: TaskAcceptance::Single,
-                transport: Transport::Http,
-                authenticated,
-                peer_tasks: false,
-                tools: vec!["bash".into()],
-                shell: true,
-                network: true,
-                files_plane: true,
-                peer_files_plane: false,
-                images: ImageLimits {
-                    max_bytes: 5 << 20,
-                    max_per_turn: 4,
-                },
-            },
-            verified: RefCell::default(),
-            stops: Cell::new(0),
-            awaited: RefCell::default(),
-        }
-    }
-}
-
-impl Imports for Fake {
-    fn capsule(&self) -> Capsule {
-        self.capsule.clone()
-    }
-
-    fn verify(&self, token: &str) -> Option<Grant> {
-        self.verified.borrow_mut().push(token.to_string());
-        match token {
-            "op" => Some(Grant {
-                credential: Credential::Operator,
-                scopes: vec![],
-            }),
-            "watcher" => Some(Grant {
-                credential: Credential::Declared("watcher".into()),
-                scopes: vec![Scope::WatchSession],
-            }),
-            _ => None,
-        }
-    }
-
-    fn stop(&self) -> StopReport {
-        self.stops.set(self.stops.get() + 1);
-        StopReport::default()
-    }
-
-    fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal> {
-        self.awaited.borrow_mut().push(delegation_id.to_string());
-        Err(CompletionRefusal::Ending)
-    }
-}
-
-fn post(headers: &[(&str, &str)]) -> Request {
-    let mut all = vec![("content-type", "application/json"), ("a2a-version", "1.0")];
-    all.extend_from_slice(headers);
-    Request {
-        method: "POST".into(),
-        path_with_query: "/".into(),
-        headers: all
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
-            .collect(),
-    }
-}
 
 fn body_of(response: &murmur_door_guest::Response) -> Value {
     serde_json::from_slice(&response.body).unwrap()

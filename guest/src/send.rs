@@ -1,0 +1,184 @@
+//! SendMessage ("Continuing a task", "Answers", "Completion errors"): read the
+//! message, compose the agent's text, route it by taskId, and answer once the
+//! task settles or at once.
+
+use serde_json::{Map, Value, json};
+
+use crate::agent_text;
+use crate::errors::RpcError;
+use crate::extensions;
+use crate::http::Response;
+use crate::imports::Imports;
+use crate::message::{self, Message};
+use crate::model::{
+    Caller, Capsule, CompletionRefusal, NewTask, Origin, Task, TaskError, TaskState,
+};
+use crate::rpc::{self, Id};
+use crate::task::{self, Artifacts};
+
+/// Where the request came from, as its runtime headers say.
+pub struct Provenance {
+    pub origin: Origin,
+    /// `x-murmur-task-trust`.
+    pub trust: Option<String>,
+}
+
+/// The trust class whose text is wrapped in the untrusted fence.
+const UNTRUSTED: &str = "untrusted";
+
+pub fn send_message(
+    imports: &impl Imports,
+    capsule: &Capsule,
+    params: &Map<String, Value>,
+    caller: &Caller,
+    provenance: Provenance,
+    id: &Id,
+) -> Result<Response, RpcError> {
+    let message = message::read(params, capsule)?;
+    let text = text_for_agent(imports, caller, &message, provenance.trust.as_deref());
+    let task = match &message.task_id {
+        None => imports
+            .start(NewTask {
+                caller: caller.clone(),
+                context_id: message.context_id.clone(),
+                text,
+                images: message.images.clone(),
+                reference_task_ids: message.reference_task_ids.clone(),
+                origin: provenance.origin,
+                trust: provenance.trust,
+                forget_session: message.forget_session,
+            })
+            .map_err(|e| store_error(e, ""))?,
+        Some(task_id) => imports
+            .reply(caller, task_id, message.context_id.as_deref(), &text)
+            .map_err(|e| continue_error(e, task_id, message.context_id.as_deref()))?,
+    };
+    // A rejected task is answered at once; otherwise the task is held until
+    // it settles unless the client asked for returnImmediately.
+    let task = if message.return_immediately || task.status.state == TaskState::Rejected {
+        task
+    } else {
+        imports
+            .wait_settled(caller, &task.id)
+            .map_err(|e| store_error(e, &task.id))?;
+        imports
+            .get(caller, &task.id)
+            .map_err(|e| store_error(e, &task.id))?
+    };
+    Ok(answer(id, &message, &task))
+}
+
+fn answer(id: &Id, message: &Message, task: &Task) -> Response {
+    let response = rpc::result(id, json!({"task": task::task(task, Artifacts::AsHeld)}));
+    if message.uses_door_extension {
+        response.with_header(extensions::HEADER, extensions::DOOR)
+    } else {
+        response
+    }
+}
+
+/// The parts, the referenced tasks as they stand now, and for an untrusted
+/// task the untrusted fence around it all.
+fn text_for_agent(
+    imports: &impl Imports,
+    caller: &Caller,
+    message: &Message,
+    trust: Option<&str>,
+) -> String {
+    let referenced: Vec<agent_text::Referenced> = message
+        .reference_task_ids
+        .iter()
+        .map(|id| (id.clone(), imports.get(caller, id).ok()))
+        .collect();
+    let text = agent_text::compose(&agent_text::parts(&message.parts), &referenced);
+    if trust == Some(UNTRUSTED) {
+        agent_text::fenced(UNTRUSTED, &text)
+    } else {
+        text
+    }
+}
+
+/// A message naming a task that does not take it ("Continuing a task").
+fn continue_error(error: TaskError, task_id: &str, context_id: Option<&str>) -> RpcError {
+    match error {
+        TaskError::WrongState(state) if state.terminal() => RpcError::unsupported_for_task(
+            format!(
+                "Task {task_id} has ended in {}; send a new message without taskId, in the same contextId, to start a new task",
+                state.wire()
+            ),
+            task_id,
+            state.wire(),
+        ),
+        TaskError::WrongState(state) => RpcError::unsupported_for_task(
+            format!(
+                "Task {task_id} is {}; a task takes a message only while it waits in TASK_STATE_INPUT_REQUIRED",
+                state.wire()
+            ),
+            task_id,
+            state.wire(),
+        ),
+        TaskError::OtherContext => RpcError::invalid_params(format!(
+            "Invalid params: message.contextId {} is not the context of task {task_id}, which waits for input",
+            context_id.unwrap_or_default()
+        )),
+        other => store_error(other, task_id),
+    }
+}
+
+/// A store refusal on a task the door already named.
+pub fn store_error(error: TaskError, task_id: &str) -> RpcError {
+    match error {
+        TaskError::NotFound => RpcError::task_not_found(task_id),
+        TaskError::WrongState(state) => RpcError::unsupported_for_task(
+            format!("Task {task_id} is {}", state.wire()),
+            task_id,
+            state.wire(),
+        ),
+        TaskError::OtherContext => RpcError::invalid_params(format!(
+            "Invalid params: task {task_id} waits in another context"
+        )),
+        TaskError::Unavailable(why) => RpcError::internal(format!(
+            "Internal error: the session could not take this request: {why}"
+        )),
+    }
+}
+
+/// A completion the door accepted: handed to the task that awaits the
+/// delegation, answered with the `msg_<delegation>_received` message.
+pub fn deliver_completion(
+    imports: &impl Imports,
+    params: &Map<String, Value>,
+    delegation_id: &str,
+    id: &Id,
+) -> Result<Response, RpcError> {
+    let message = match params.get("message") {
+        Some(message @ Value::Object(_)) => message,
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "Invalid params: message must be an object",
+            ));
+        }
+        None => {
+            return Err(RpcError::invalid_params(
+                "Invalid params: message is required",
+            ));
+        }
+    };
+    let context_id = imports
+        .deliver_completion(delegation_id, &message.to_string())
+        .map_err(|refusal| {
+            RpcError::completion_not_awaited(
+                Some(delegation_id),
+                refusal == CompletionRefusal::Ending,
+            )
+        })?;
+    Ok(rpc::result(
+        id,
+        json!({"message": {
+            "messageId": format!("msg_{delegation_id}_received"),
+            "contextId": context_id,
+            "role": "ROLE_AGENT",
+            "parts": [{"data": {"delegation_id": delegation_id, "received": true}, "mediaType": "application/json"}],
+        }}),
+    ))
+}

@@ -1,0 +1,278 @@
+//! An in-memory host for the door's native tests: the session, tokens and a
+//! task store that records every call, so tests see what the door asked.
+
+#![allow(dead_code)]
+
+use std::cell::{Cell, RefCell};
+
+use murmur_door_guest::model::{
+    Caller, Capsule, CompletionRefusal, Credential, Grant, ImageLimits, ListQuery, NewTask, Page,
+    Scope, Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
+};
+use murmur_door_guest::{Imports, Request, Response};
+use serde_json::Value;
+
+pub struct FakeHost {
+    pub capsule: Capsule,
+    pub tasks: RefCell<Vec<(Caller, Task)>>,
+    pub started: RefCell<Vec<NewTask>>,
+    pub replies: RefCell<Vec<(String, String)>>,
+    pub verified: RefCell<Vec<String>>,
+    pub awaited: RefCell<Vec<String>>,
+    pub stops: Cell<u32>,
+    pub waits: Cell<u32>,
+    /// What a started task becomes once it settles.
+    pub settles_as: Cell<TaskState>,
+    /// Start answers rejected (the capsule is busy).
+    pub busy: Cell<bool>,
+    next: Cell<u64>,
+}
+
+impl FakeHost {
+    pub fn new(authenticated: bool) -> FakeHost {
+        FakeHost {
+            capsule: Capsule {
+                name: "my-agent".into(),
+                version: "0.1.0".into(),
+                session_id: "ses_019f01a940ce7761854e768ecbe3d399".into(),
+                url: "http://localhost:41873".into(),
+                task_acceptance: TaskAcceptance::Single,
+                transport: Transport::Http,
+                authenticated,
+                peer_tasks: false,
+                tools: vec!["bash".into()],
+                shell: true,
+                network: true,
+                files_plane: true,
+                peer_files_plane: false,
+                images: ImageLimits {
+                    max_bytes: 64,
+                    max_per_turn: 2,
+                },
+            },
+            tasks: RefCell::default(),
+            started: RefCell::default(),
+            replies: RefCell::default(),
+            verified: RefCell::default(),
+            awaited: RefCell::default(),
+            stops: Cell::new(0),
+            waits: Cell::new(0),
+            settles_as: Cell::new(TaskState::Completed),
+            busy: Cell::new(false),
+            next: Cell::new(1),
+        }
+    }
+
+    /// Adds a task owned by `owner` and returns its id.
+    pub fn hold(
+        &self,
+        owner: Caller,
+        state: TaskState,
+        message: Option<&str>,
+        response: Option<&str>,
+    ) -> String {
+        let n = self.next.replace(self.next.get() + 1);
+        let id = format!("tsk_{n:032x}");
+        let task = Task {
+            id: id.clone(),
+            context_id: format!("ctx_{n:032x}"),
+            status: Status {
+                state,
+                message: message.map(Into::into),
+                timestamp_ms: 1_760_346_000_000 + n as i64,
+            },
+            response: response.map(Into::into),
+            prompt: (state == TaskState::InputRequired).then(|| "Which branch?".to_string()),
+            residue: vec![],
+            metadata: TaskMetadata::default(),
+            change: n,
+        };
+        self.tasks.borrow_mut().push((owner, task));
+        id
+    }
+
+    fn sees(caller: &Caller, owner: &Caller) -> bool {
+        matches!(caller, None | Some(Credential::Operator)) || caller == owner
+    }
+
+    fn find(&self, caller: &Caller, id: &str) -> Result<Task, TaskError> {
+        self.tasks
+            .borrow()
+            .iter()
+            .find(|(owner, t)| t.id == id && Self::sees(caller, owner))
+            .map(|(_, t)| t.clone())
+            .ok_or(TaskError::NotFound)
+    }
+
+    fn set_state(&self, id: &str, state: TaskState) {
+        for (_, task) in self
+            .tasks
+            .borrow_mut()
+            .iter_mut()
+            .filter(|(_, t)| t.id == id)
+        {
+            task.status.state = state;
+            if state == TaskState::Completed {
+                task.response = Some("done".into());
+            }
+        }
+    }
+}
+
+impl Imports for FakeHost {
+    fn capsule(&self) -> Capsule {
+        self.capsule.clone()
+    }
+
+    fn verify(&self, token: &str) -> Option<Grant> {
+        self.verified.borrow_mut().push(token.to_string());
+        match token {
+            "op" => Some(Grant {
+                credential: Credential::Operator,
+                scopes: vec![],
+            }),
+            "watcher" => Some(Grant {
+                credential: Credential::Declared("watcher".into()),
+                scopes: vec![Scope::WatchSession],
+            }),
+            "client" => Some(Grant {
+                credential: Credential::Declared("client".into()),
+                scopes: vec![
+                    Scope::SendMessage,
+                    Scope::GetTask,
+                    Scope::ListTasks,
+                    Scope::CancelTask,
+                ],
+            }),
+            _ => None,
+        }
+    }
+
+    fn stop(&self) -> StopReport {
+        self.stops.set(self.stops.get() + 1);
+        StopReport::default()
+    }
+
+    fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal> {
+        self.awaited.borrow_mut().push(delegation_id.to_string());
+        if delegation_id == "dlg_awaited" {
+            Ok(())
+        } else {
+            Err(CompletionRefusal::Ending)
+        }
+    }
+
+    fn deliver_completion(
+        &self,
+        delegation_id: &str,
+        _message: &str,
+    ) -> Result<String, CompletionRefusal> {
+        if delegation_id == "dlg_awaited" {
+            Ok("ctx_parent".into())
+        } else {
+            Err(CompletionRefusal::NotAwaited)
+        }
+    }
+
+    fn start(&self, task: NewTask) -> Result<Task, TaskError> {
+        let state = if self.busy.get() {
+            TaskState::Rejected
+        } else {
+            TaskState::Submitted
+        };
+        let message = self.busy.get().then_some("task rejected: capsule is busy");
+        let id = self.hold(task.caller.clone(), state, message, None);
+        if let Some(context) = &task.context_id {
+            for (_, t) in self
+                .tasks
+                .borrow_mut()
+                .iter_mut()
+                .filter(|(_, t)| t.id == id)
+            {
+                t.context_id = context.clone();
+            }
+        }
+        self.started.borrow_mut().push(task);
+        self.find(&None, &id)
+    }
+
+    fn reply(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        context_id: Option<&str>,
+        text: &str,
+    ) -> Result<Task, TaskError> {
+        let task = self.find(caller, task_id)?;
+        if task.status.state != TaskState::InputRequired {
+            return Err(TaskError::WrongState(task.status.state));
+        }
+        if context_id.is_some_and(|c| c != task.context_id) {
+            return Err(TaskError::OtherContext);
+        }
+        self.replies
+            .borrow_mut()
+            .push((task_id.to_string(), text.to_string()));
+        self.set_state(task_id, TaskState::Working);
+        self.find(caller, task_id)
+    }
+
+    fn get(&self, caller: &Caller, task_id: &str) -> Result<Task, TaskError> {
+        self.find(caller, task_id)
+    }
+
+    fn cancel(&self, caller: &Caller, task_id: &str) -> Result<Task, TaskError> {
+        let task = self.find(caller, task_id)?;
+        if task.status.state.terminal() {
+            return Err(TaskError::WrongState(task.status.state));
+        }
+        self.set_state(task_id, TaskState::Canceled);
+        self.find(caller, task_id)
+    }
+
+    fn list(&self, caller: &Caller, query: &ListQuery) -> Page {
+        let mut seen: Vec<Task> = self
+            .tasks
+            .borrow()
+            .iter()
+            .filter(|(owner, _)| Self::sees(caller, owner))
+            .map(|(_, t)| t.clone())
+            .filter(|t| query.state.is_none_or(|s| s == t.status.state))
+            .collect();
+        seen.sort_by_key(|t| std::cmp::Reverse(t.change));
+        let total = seen.len() as u32;
+        Page {
+            tasks: seen.into_iter().take(query.limit as usize).collect(),
+            next: None,
+            total,
+        }
+    }
+
+    fn wait_settled(&self, caller: &Caller, task_id: &str) -> Result<(), TaskError> {
+        self.waits.set(self.waits.get() + 1);
+        self.find(caller, task_id)?;
+        self.set_state(task_id, self.settles_as.get());
+        Ok(())
+    }
+}
+
+/// A JSON-RPC POST / with A2A-Version: 1.0 and the extra headers.
+pub fn post(headers: &[(&str, &str)]) -> Request {
+    let mut all = vec![("content-type", "application/json"), ("a2a-version", "1.0")];
+    all.extend_from_slice(headers);
+    Request {
+        method: "POST".into(),
+        path_with_query: "/".into(),
+        headers: all
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+            .collect(),
+    }
+}
+
+/// Sends `body` as a JSON-RPC request and parses the answer.
+pub fn call(host: &FakeHost, headers: &[(&str, &str)], body: &str) -> (Response, Value) {
+    let response = murmur_door_guest::handle(host, &post(headers), || body.as_bytes().to_vec());
+    let value = serde_json::from_slice(&response.body).unwrap();
+    (response, value)
+}
