@@ -86,8 +86,13 @@ fn method_not_found() -> Value {
     json!({"code": -32601, "message": "Method not found"})
 }
 
-fn no_task_store(method: &str) -> Value {
-    json!({"code": -32603, "message": format!("Internal error: {method} could not be handed to the session: this door has no task store yet")})
+/// GetTask without an id: the door reached step 14.
+fn get_task_requires_an_id() -> Value {
+    json!({"code": -32602, "message": "GetTask requires an id"})
+}
+
+fn no_streams_yet(method: &str) -> Value {
+    json!({"code": -32603, "message": format!("Internal error: {method} could not be handed to the session: this door serves no streams yet")})
 }
 
 /// An HTTP refusal: the status, the exact body and `www-authenticate`.
@@ -160,7 +165,7 @@ fn step_5_anything_else_is_404() {
             &[("content-type", content_type), ("A2A-Version", "1.0")],
             body.as_bytes(),
         );
-        assert_rpc_error(&reply, json!(1), no_task_store("GetTask"));
+        assert_rpc_error(&reply, json!(1), get_task_requires_an_id());
     }
 }
 
@@ -255,7 +260,7 @@ fn step_8_a2a_version() {
         vec![("A2A-VERSION", "1.0.42")],
         vec![("A2a-Version", "  1.0  ")],
     ] {
-        assert_rpc_error(&send(&headers), json!(1), no_task_store("GetTask"));
+        assert_rpc_error(&send(&headers), json!(1), get_task_requires_an_id());
     }
     // Refused: absent or empty reads as '', and every other value as sent.
     assert_rpc_error(&send(&[]), json!(1), version_error(""));
@@ -416,7 +421,7 @@ fn step_12_params_not_an_object() {
     }
     // Omitted params reads as {}.
     let reply = door.rpc(r#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#, &[]);
-    assert_rpc_error(&reply, json!(1), no_task_store("GetTask"));
+    assert_rpc_error(&reply, json!(1), get_task_requires_an_id());
 }
 
 // Step 13 and "Tenants": a tenant other than "" is -32602, its value shown as
@@ -446,7 +451,13 @@ fn step_13_tenant() {
         }
     }
     let served = door.rpc(&rpc("GetTask", r#"{"tenant":"","id":"tsk_x"}"#), &[]);
-    assert_rpc_error(&served, json!(1), no_task_store("GetTask"));
+    assert_rpc_error(
+        &served,
+        json!(1),
+        json!({"code": -32001, "message": "Task not found", "data": [{
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "TASK_NOT_FOUND",
+            "domain": "a2a-protocol.org", "metadata": {"taskId": "tsk_x"}}]}),
+    );
     assert_rpc_error(
         &door.rpc(&rpc("tasks/get", r#"{"tenant":"acme"}"#), &[]),
         json!(1),
@@ -490,24 +501,20 @@ fn step_14_stop_session() {
     assert_eq!(again.json()["id"], json!("s"));
 }
 
-// Step 14 for the task methods, until the task store exists: -32603 naming
-// what is missing.
+// Step 14 for the streams, until the event log exists: -32603 naming what
+// is missing.
 #[test]
-fn step_14_task_methods_name_the_missing_store() {
+fn step_14_streams_name_what_is_missing() {
     let door = Door::start(PUBLIC);
     for method in [
-        "SendMessage",
         "SendStreamingMessage",
-        "GetTask",
-        "ListTasks",
-        "CancelTask",
         "SubscribeToTask",
         "murmur.WatchSession",
     ] {
         assert_rpc_error(
             &door.rpc(&rpc(method, "{}"), &[]),
             json!(1),
-            no_task_store(method),
+            no_streams_yet(method),
         );
     }
 }
@@ -593,7 +600,7 @@ fn step_2_token() {
     for scheme in ["Bearer", "bearer", "BEARER"] {
         let auth = format!("{scheme} {operator}");
         let reply = door.rpc(&body, &[("Authorization", &auth)]);
-        assert_rpc_error(&reply, json!(1), no_task_store("GetTask"));
+        assert_rpc_error(&reply, json!(1), get_task_requires_an_id());
     }
     // With a valid token, the rest of the order applies: 404, -32009.
     let auth = format!("Bearer {operator}");
@@ -621,7 +628,7 @@ fn step_2_public_door_ignores_authorization() {
     let door = Door::start(PUBLIC);
     for auth in ["Bearer nope", "Basic x", ""] {
         let reply = door.rpc(&rpc("GetTask", "{}"), &[("Authorization", auth)]);
-        assert_rpc_error(&reply, json!(1), no_task_store("GetTask"));
+        assert_rpc_error(&reply, json!(1), get_task_requires_an_id());
     }
 }
 
@@ -664,7 +671,7 @@ fn step_3_peer_consent() {
     let door =
         Door::start("name: my-agent\nversion: 0.1.0\nexports: {peer_tasks: {accept: true}}\n");
     let reply = door.rpc(&rpc("GetTask", "{}"), &[peer]);
-    assert_rpc_error(&reply, json!(1), no_task_store("GetTask"));
+    assert_rpc_error(&reply, json!(1), get_task_requires_an_id());
 }
 
 // Step 4 and "Planes": the operator plane's scope, then the plane; step 1:
@@ -758,12 +765,12 @@ fn step_11_scope() {
     assert_rpc_error(
         &door.rpc_as(&watcher, &rpc("GetTask", "{}")),
         json!(1),
-        no_task_store("GetTask"),
+        get_task_requires_an_id(),
     );
     assert_rpc_error(
         &door.rpc_as(&watcher, &rpc("murmur.WatchSession", "{}")),
         json!(1),
-        no_task_store("murmur.WatchSession"),
+        no_streams_yet("murmur.WatchSession"),
     );
     assert_eq!(
         door.rpc_as(&watcher, &rpc("GetExtendedAgentCard", "{}"))

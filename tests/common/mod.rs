@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod setup;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -21,6 +23,8 @@ pub struct Door {
     pub state: tempdir::TempDir,
     pub tokens: Value,
     pub stderr: mpsc::Receiver<String>,
+    /// The manifest it serves, for a restart on the same state.
+    pub manifest: PathBuf,
 }
 
 pub mod tempdir {
@@ -41,11 +45,19 @@ pub mod tempdir {
         pub fn path(&self) -> &Path {
             &self.0
         }
+
+        /// Moves the directory out, leaving an empty handle that removes
+        /// nothing when dropped.
+        pub fn take(&mut self) -> TempDir {
+            TempDir(std::mem::take(&mut self.0))
+        }
     }
 
     impl Drop for TempDir {
         fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+            if !self.0.as_os_str().is_empty() {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
         }
     }
 }
@@ -136,6 +148,7 @@ impl Door {
             state,
             tokens,
             stderr,
+            manifest: manifest.to_path_buf(),
         }
     }
 
@@ -201,6 +214,149 @@ impl Door {
     /// Whether the process is still running.
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Stops the door as a crash would (SIGKILL: nothing is flushed or
+    /// closed) and launches it again on the same manifest, state directory
+    /// and tokens file, with `extra` arguments such as `--resume`. The new
+    /// door reads the tokens it minted.
+    pub fn restart(mut self, extra: &[&str]) -> Door {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let state = self.state.take();
+        let manifest = self.manifest.clone();
+        drop(self);
+        Door::launch(&manifest, state, extra, "info")
+    }
+
+    /// A JSON-RPC call answered as one JSON body (HTTP 200,
+    /// application/json): the whole response object. `token` goes in
+    /// `Authorization: Bearer`.
+    pub fn call(&self, token: Option<&str>, method: &str, params: Value) -> Value {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+                .to_string();
+        let reply = match token {
+            Some(token) => self.rpc_as(token, &body),
+            None => self.rpc(&body, &[]),
+        };
+        assert_eq!(reply.status, 200, "{body}: {}", reply.text());
+        assert_eq!(
+            reply.header("content-type"),
+            Some("application/json"),
+            "{body}: {}",
+            reply.text()
+        );
+        reply.json()
+    }
+
+    /// `call`'s result; panics showing the answer when it is an error.
+    pub fn result(&self, token: Option<&str>, method: &str, params: Value) -> Value {
+        let answer = self.call(token, method, params.clone());
+        match answer.get("result") {
+            Some(result) => result.clone(),
+            None => panic!("{method} {params} answered {answer}"),
+        }
+    }
+
+    /// `call`'s error object; panics showing the answer when it is a result.
+    pub fn error(&self, token: Option<&str>, method: &str, params: Value) -> Value {
+        let answer = self.call(token, method, params.clone());
+        match answer.get("error") {
+            Some(error) => error.clone(),
+            None => panic!("{method} {params} was served: {answer}"),
+        }
+    }
+
+    /// SendMessage of one text part, with a fresh messageId. `extra`'s
+    /// `message` members are merged into the message (contextId, taskId,
+    /// referenceTaskIds, parts, …) and its other members into params
+    /// (configuration, …). Returns the whole response object.
+    pub fn send(&self, token: Option<&str>, text: &str, extra: Value) -> Value {
+        let mut message = serde_json::json!({
+            "messageId": format!("m{}", counter()),
+            "role": "ROLE_USER",
+            "parts": [{"text": text}],
+        });
+        let mut params = serde_json::Map::new();
+        if let Value::Object(extra) = extra {
+            for (key, value) in extra {
+                match (key.as_str(), value) {
+                    ("message", Value::Object(members)) => {
+                        for (k, v) in members {
+                            message[k] = v;
+                        }
+                    }
+                    (_, value) => {
+                        params.insert(key, value);
+                    }
+                }
+            }
+        }
+        params.insert("message".into(), message);
+        self.call(token, "SendMessage", Value::Object(params))
+    }
+
+    /// The task a SendMessage answered; panics showing any other answer.
+    pub fn send_task(&self, token: Option<&str>, text: &str, extra: Value) -> Value {
+        let answer = self.send(token, text, extra);
+        match answer.pointer("/result/task") {
+            Some(task) => task.clone(),
+            None => panic!("SendMessage {text:?} answered {answer}"),
+        }
+    }
+
+    /// GetTask's task.
+    pub fn get_task(&self, token: Option<&str>, id: &str) -> Value {
+        self.result(token, "GetTask", serde_json::json!({"id": id}))
+    }
+
+    /// Polls GetTask until `done` holds for the task (at most 30 s), and
+    /// returns it.
+    pub fn wait_task(&self, token: Option<&str>, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let task = self.get_task(token, id);
+            if done(&task) {
+                return task;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "task {id} never got there: {task}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Polls GetTask until the task is in `state`.
+    pub fn wait_state(&self, token: Option<&str>, id: &str, state: &str) -> Value {
+        self.wait_task(token, id, |task| task["status"]["state"] == state)
+    }
+
+    /// The capsule extension's params.sessionId: on the public card of a
+    /// public door, on the extended card (read with the operator token) of
+    /// an authenticated one.
+    pub fn session_id(&self) -> String {
+        const CAPSULE: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
+        let find = |card: &Value| -> Option<String> {
+            card["capabilities"]["extensions"]
+                .as_array()?
+                .iter()
+                .find(|e| e["uri"] == CAPSULE)
+                .and_then(|e| e["params"]["sessionId"].as_str())
+                .map(str::to_string)
+        };
+        let card = self.get("/.well-known/agent-card.json").json();
+        if let Some(id) = find(&card) {
+            return id;
+        }
+        let operator = self.token("operator");
+        let extended = self.result(
+            Some(&operator),
+            "GetExtendedAgentCard",
+            serde_json::json!({}),
+        );
+        find(&extended).expect("the extended card carries the capsule extension")
     }
 }
 
@@ -313,4 +469,39 @@ fn dechunk(mut body: &[u8]) -> Vec<u8> {
 /// Parses JSON keeping key order, so `to_string` shows the order served.
 pub fn ordered(text: &str) -> String {
     serde_json::to_string(&serde_json::from_str::<Value>(text).unwrap()).unwrap()
+}
+
+/// GetTask until the task settles (ends, or waits for input), for at most
+/// 20 s; `token` on an authenticated door.
+pub fn settle(door: &Door, token: Option<&str>, task_id: &str) -> Value {
+    wait_for(door, token, task_id, |state| {
+        !matches!(state, "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING")
+    })
+}
+
+/// GetTask until `done(state)` holds, for at most 20 s.
+pub fn wait_for(
+    door: &Door,
+    token: Option<&str>,
+    task_id: &str,
+    done: impl Fn(&str) -> bool,
+) -> Value {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}).to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let reply = match token {
+            Some(token) => door.rpc_as(token, &body),
+            None => door.rpc(&body, &[]),
+        };
+        let task = reply.json()["result"].clone();
+        if task["status"]["state"].as_str().is_some_and(&done) {
+            return task;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "task {task_id} stayed {}",
+            task["status"]["state"]
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
