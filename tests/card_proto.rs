@@ -9,12 +9,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
-use std::time::Instant;
 
 use common::Door;
+use common::setup::{python, show};
 use serde_json::{Value, json};
 
 const PUBLIC: &str = "
@@ -68,74 +67,8 @@ exports:
 
 const EXTENDED_CARD_REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#;
 
-fn requirements() -> PathBuf {
-    common::root().join("tests/proto/requirements.txt")
-}
-
 fn checker() -> PathBuf {
     common::root().join("tests/proto/check_card.py")
-}
-
-fn show(output: &Output) -> String {
-    format!(
-        "status: {}\n--- stdout\n{}--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn run(command: &mut Command) -> Result<(), String> {
-    let shown = format!("{command:?}");
-    let output = command.output().map_err(|e| format!("{shown}: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!("{shown} failed\n{}", show(&output)))
-    }
-}
-
-/// Creates `<repo>/target/py-venv` with the pinned requirements, unless its
-/// `.installed` marker already holds exactly the requirements file's text.
-fn create_venv() -> Result<PathBuf, String> {
-    let venv = common::root().join("target/py-venv");
-    let python = venv.join("bin/python");
-    let marker = venv.join(".installed");
-    let wanted = std::fs::read_to_string(requirements())
-        .map_err(|e| format!("reading requirements.txt: {e}"))?;
-    if python.exists() && std::fs::read_to_string(&marker).ok().as_deref() == Some(wanted.as_str())
-    {
-        return Ok(python);
-    }
-    let started = Instant::now();
-    if venv.exists() {
-        std::fs::remove_dir_all(&venv)
-            .map_err(|e| format!("removing a stale {}: {e}", venv.display()))?;
-    }
-    run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-    run(Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "-q",
-            "-r",
-        ])
-        .arg(requirements()))?;
-    std::fs::write(&marker, &wanted).map_err(|e| format!("writing {}: {e}", marker.display()))?;
-    eprintln!("created {} in {:.1?}", venv.display(), started.elapsed());
-    Ok(python)
-}
-
-/// The venv's python; tests in this binary run on threads, so it is created
-/// at most once.
-fn python() -> &'static Path {
-    static VENV: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match VENV.get_or_init(create_venv) {
-        Ok(python) => python,
-        Err(e) => panic!("could not create the virtualenv for the protobuf card check: {e}"),
-    }
 }
 
 /// Runs check_card.py on the files.
