@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Request latency over loopback, measured with wrk: GET the card, and a
-# JSON-RPC request the door refuses (GetExtendedAgentCard on a public door,
-# -32004). Usage: bench/loopback.sh [seconds] [connections]
+# Request latency over loopback, measured with wrk: GET the card, a JSON-RPC
+# request the door refuses (GetExtendedAgentCard on a public door, -32004),
+# SendMessage held until the script agent completes the task (queue
+# acceptance, so concurrent messages wait their turn), and GetTask.
+# Usage: bench/loopback.sh [seconds] [connections]
 # Installs wrk from Debian's packages when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,7 @@ fi
 cargo build --release --bin murmur-door >/dev/null 2>&1
 
 state=$(mktemp -d)
-trap 'kill $door 2>/dev/null || true; rm -rf "$state"' EXIT
+trap 'kill $door $tasks 2>/dev/null || true; rm -rf "$state"' EXIT
 ./target/release/murmur-door serve examples/my-agent.yaml --listen 127.0.0.1:0 --state "$state" 2>"$state/log" &
 door=$!
 for _ in $(seq 100); do
@@ -39,3 +41,32 @@ wrk -t2 -c"$connections" -d"${seconds}s" --latency -s "$state/refused.lua" "$url
 echo "## one connection (latency without queueing)"
 wrk -t1 -c1 -d"${seconds}s" --latency "$url/.well-known/agent-card.json" | grep -E 'Latency|^ +50%|^ +99%|Requests/sec'
 wrk -t1 -c1 -d"${seconds}s" --latency -s "$state/refused.lua" "$url/" | grep -E 'Latency|^ +50%|^ +99%|Requests/sec'
+
+# A second door that takes tasks in a queue.
+printf 'name: bench\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n' >"$state/queue.yaml"
+./target/release/murmur-door serve "$state/queue.yaml" --listen 127.0.0.1:0 --state "$state/tasks" 2>"$state/tasks.log" &
+tasks=$!
+for _ in $(seq 100); do
+  turl=$(grep -o 'url=http://[0-9.:]*' "$state/tasks.log" | cut -d= -f2 || true)
+  [ -n "$turl" ] && break
+  sleep 0.1
+done
+cat >"$state/send.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["A2A-Version"] = "1.0"
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"reply hi"}]}}}'
+LUA
+task=$(curl -s -X POST "$turl/" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
+  -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"reply hi"}]}}}' \
+  | grep -o 'tsk_[0-9a-f]*' | head -1)
+cat >"$state/get.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["A2A-Version"] = "1.0"
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"$task"}}'
+LUA
+echo "## SendMessage held, script agent 'reply hi' (queue)"
+wrk -t2 -c"$connections" -d"${seconds}s" --latency -s "$state/send.lua" "$turl/" | grep -E 'Latency|^ +50%|^ +99%|Requests/sec|Non-2xx'
+echo "## GetTask"
+wrk -t2 -c"$connections" -d"${seconds}s" --latency -s "$state/get.lua" "$turl/" | grep -E 'Latency|^ +50%|^ +99%|Requests/sec|Non-2xx'
