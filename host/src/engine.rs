@@ -6,7 +6,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 
-use crate::imports::{RequestState, session, task_store, token_types};
+use crate::imports::{RequestState, events, session, task_store, token_types};
 
 /// The door component built from `guest/`, embedded at build time.
 pub const EMBEDDED_DOOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/door.wasm"));
@@ -54,6 +54,7 @@ impl Door {
         session::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
         token_types::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
         task_store::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        events::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
         let pre = wasm_context(
             linker.instantiate_pre(&component),
             "linking the door component",

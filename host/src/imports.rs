@@ -13,17 +13,24 @@ use wasmtime_wasi_http::{
 };
 
 use crate::session::Session;
+use crate::tasks::events::Reader;
 use crate::tokens;
 
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "murmur:door/imports",
-    with: { "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll },
+    with: {
+        "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll,
+        "murmur:door/events.events": crate::tasks::events::Reader,
+    },
+    // A reader handle the table does not hold is a host bug, not an answer:
+    // it traps the request rather than panicking the host.
+    imports: { "murmur:door/events": trappable },
     require_store_data_send: true,
     additional_derives: [PartialEq],
 });
 
-pub use murmur::door::{session, task_store, tokens as token_types};
+pub use murmur::door::{events, session, task_store, tokens as token_types};
 
 /// What one request's store holds.
 pub struct RequestState {
@@ -190,6 +197,45 @@ impl task_store::Host for RequestState {
         };
         let resource = self.table.push(settled).map_err(|e| full(&e))?;
         wasmtime_wasi::p2::subscribe(&mut self.table, resource).map_err(|e| full(&e))
+    }
+}
+
+impl events::Host for RequestState {
+    fn latest(&mut self) -> wasmtime::Result<u64> {
+        Ok(self.session.tasks.events().latest())
+    }
+
+    fn task_events(
+        &mut self,
+        caller: task_store::Caller,
+        task_id: String,
+        after: Option<u64>,
+    ) -> wasmtime::Result<Result<Resource<Reader>, task_store::TaskError>> {
+        match self.session.tasks.task_events(&caller, &task_id, after) {
+            Ok(reader) => Ok(Ok(self.table.push(reader)?)),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    fn session_events(&mut self, after: Option<u64>) -> wasmtime::Result<Resource<Reader>> {
+        let reader = self.session.tasks.session_events(after);
+        Ok(self.table.push(reader)?)
+    }
+}
+
+impl events::HostEvents for RequestState {
+    fn subscribe(&mut self, reader: Resource<Reader>) -> wasmtime::Result<Resource<DynPollable>> {
+        wasmtime_wasi::p2::subscribe(&mut self.table, reader)
+    }
+
+    fn next(&mut self, reader: Resource<Reader>) -> wasmtime::Result<Option<events::Delivery>> {
+        Ok(self.table.get_mut(&reader)?.next_delivery())
+    }
+
+    /// Frees the reader: nothing of it is left in the log.
+    fn drop(&mut self, reader: Resource<Reader>) -> wasmtime::Result<()> {
+        self.table.delete(reader)?;
+        Ok(())
     }
 }
 

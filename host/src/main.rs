@@ -16,6 +16,7 @@ use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::server::Server;
 use murmur_door_host::session::Session;
+use murmur_door_host::tasks::events::DEFAULT_REPLAY_BUFFER;
 use murmur_door_host::tasks::{self, store::Store};
 
 #[derive(Parser)]
@@ -57,6 +58,11 @@ enum Command {
         /// it with stdout, another exit fails it with stderr's last line.
         #[arg(long, value_name = "CMD", conflicts_with = "agent")]
         agent_cmd: Option<String>,
+        /// How many of the newest events a stream can replay from its
+        /// Last-Event-ID.
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_REPLAY_BUFFER,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 24))]
+        replay_buffer: usize,
     },
 }
 
@@ -73,6 +79,7 @@ struct Options {
     tokens_file: PathBuf,
     resume: bool,
     agent: Arc<dyn Agent>,
+    replay_buffer: usize,
 }
 
 fn main() -> ExitCode {
@@ -93,6 +100,7 @@ fn main() -> ExitCode {
                 resume,
                 agent,
                 agent_cmd,
+                replay_buffer,
             },
     } = Cli::parse();
     let agent: Arc<dyn Agent> = match (agent, agent_cmd) {
@@ -106,6 +114,7 @@ fn main() -> ExitCode {
         state,
         resume,
         agent,
+        replay_buffer,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -128,6 +137,7 @@ async fn serve(options: Options) -> anyhow::Result<()> {
         tokens_file,
         resume,
         agent,
+        replay_buffer,
     } = options;
     let manifest = Manifest::load(&manifest_path)
         .with_context(|| format!("manifest {}", manifest_path.display()))?;
@@ -139,7 +149,13 @@ async fn serve(options: Options) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {listen}"))?;
     let url = listener_url(listener.local_addr()?);
-    let session = Arc::new(Session::start(&manifest, url.clone(), opened.store, agent)?);
+    let session = Arc::new(Session::start(
+        &manifest,
+        url.clone(),
+        opened.store,
+        agent,
+        replay_buffer,
+    )?);
     // The tokens are on disk before the door answers anyone.
     session
         .tokens

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::agents::{Agent, ScriptAgent};
 use crate::imports::session::{Capsule, ImageLimits, InferenceTransport, Planes, TaskAcceptance};
 use crate::manifest::{self, Manifest};
+use crate::tasks::events::DEFAULT_REPLAY_BUFFER;
 use crate::tasks::store::Store;
 use crate::tasks::{self, Hub};
 use crate::tokens::Tokens;
@@ -18,23 +19,32 @@ pub struct Session {
 
 impl Session {
     /// A session kept in memory only, answering on `url`: a fresh session id,
-    /// freshly minted tokens, and the script agent. Nothing survives it.
+    /// freshly minted tokens, the script agent and the default replay
+    /// buffer. Nothing survives it.
     pub fn launch(manifest: &Manifest, url: String) -> anyhow::Result<Session> {
         let store = Store::in_memory(tasks::now_ms())?;
-        Session::start(manifest, url, store, Arc::new(ScriptAgent))
+        Session::start(
+            manifest,
+            url,
+            store,
+            Arc::new(ScriptAgent),
+            DEFAULT_REPLAY_BUFFER,
+        )
     }
 
     /// The session `store` records, for `manifest`, answering on `url`, its
-    /// tasks run by `agent`. Tokens are minted anew: they are never stored.
+    /// tasks run by `agent`, its event log replaying the newest
+    /// `replay_buffer` events. Tokens are minted anew: they are never stored.
     pub fn start(
         manifest: &Manifest,
         url: String,
         store: Store,
         agent: Arc<dyn Agent>,
+        replay_buffer: usize,
     ) -> anyhow::Result<Session> {
         let tokens = Tokens::mint(manifest.credentials.as_deref().unwrap_or_default())?;
         let capsule = capsule(manifest, store.session_id().to_string(), url);
-        let tasks = Hub::new(store, agent, capsule.task_acceptance);
+        let tasks = Hub::new(store, agent, capsule.task_acceptance, replay_buffer);
         Ok(Session {
             capsule,
             tokens,
@@ -50,8 +60,8 @@ impl Session {
         self.tasks.closing()
     }
 
-    /// The session ends: new tasks are rejected, held requests answer, and
-    /// detached commands are killed.
+    /// The session ends: new tasks are rejected, held requests answer,
+    /// streams end, and detached commands are killed.
     pub fn close(&self) {
         self.tasks.close();
     }

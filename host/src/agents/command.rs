@@ -1,8 +1,10 @@
 //! `--agent-cmd 'CMD'`: runs `sh -c CMD` for each task, in a process group
-//! of its own, with the task's text on stdin. Exit 0 completes the task with
-//! stdout (one trailing newline trimmed) as its response; any other exit
-//! fails it with the last non-empty line of stderr, or `exit status N`.
-//! Cancelling the task kills the whole group. Images are not passed on.
+//! of its own, with the task's text on stdin. Each line the command writes to
+//! stdout is reported as it arrives, a `text` frame `{"text": LINE}` (without
+//! its line ending). Exit 0 completes the task with the whole of stdout (one
+//! trailing newline trimmed) as its response; any other exit fails it with
+//! the last non-empty line of stderr, or `exit status N`. Cancelling the task
+//! kills the whole group. Images are not passed on.
 //!
 //! The task ends once the command has exited and its stdout and stderr are
 //! closed: a background process that keeps them open keeps the task
@@ -10,7 +12,7 @@
 
 use std::process::{ExitStatus, Stdio};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use super::process::{GroupGuard, shell};
 use super::{Agent, AgentFuture, Outcome, RunningTask, TaskInput};
@@ -30,12 +32,12 @@ impl CommandAgent {
 }
 
 impl Agent for CommandAgent {
-    fn run(&self, input: TaskInput, _task: RunningTask) -> AgentFuture {
-        Box::pin(run(self.command.clone(), input.text))
+    fn run(&self, input: TaskInput, task: RunningTask) -> AgentFuture {
+        Box::pin(run(self.command.clone(), input.text, task))
     }
 }
 
-async fn run(command: String, text: String) -> Outcome {
+async fn run(command: String, text: String, task: RunningTask) -> Outcome {
     let mut child = match shell(&command)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -48,7 +50,7 @@ async fn run(command: String, text: String) -> Outcome {
     // Dropping this future (a cancel) kills the command and all it started.
     let mut group = GroupGuard::new(child.id());
     let mut stdin = child.stdin.take().expect("piped stdin");
-    let mut stdout = child.stdout.take().expect("piped stdout");
+    let stdout = child.stdout.take().expect("piped stdout");
     let mut stderr = child.stderr.take().expect("piped stderr");
     let write = async move {
         // A command that does not read its stdin is not an error.
@@ -59,7 +61,7 @@ async fn run(command: String, text: String) -> Outcome {
     let mut err = Vec::new();
     let (_, read_out, read_err, status) = tokio::join!(
         write,
-        stdout.read_to_end(&mut out),
+        read_lines(stdout, &mut out, &task),
         stderr.read_to_end(&mut err),
         child.wait(),
     );
@@ -79,6 +81,26 @@ async fn run(command: String, text: String) -> Outcome {
         Outcome::Completed(response)
     } else {
         Outcome::Failed(failure(status, &String::from_utf8_lossy(&err)))
+    }
+}
+
+/// Reads `stdout` to its end into `out`, reporting each line as a text frame
+/// as soon as it is whole (the last one at the end, when it has no newline).
+async fn read_lines(
+    stdout: impl AsyncRead + Unpin,
+    out: &mut Vec<u8>,
+    task: &RunningTask,
+) -> std::io::Result<()> {
+    let mut stdout = BufReader::new(stdout);
+    loop {
+        let start = out.len();
+        if stdout.read_until(b'\n', out).await? == 0 {
+            return Ok(());
+        }
+        let line = &out[start..];
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        task.text(&String::from_utf8_lossy(line));
     }
 }
 

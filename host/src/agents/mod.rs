@@ -5,10 +5,11 @@
 //!
 //! An agent is handed one task at a time through [`Agent::run`] and answers
 //! with a future. While it runs, the [`RunningTask`] it was given is its line
-//! to the session: progress, questions, detached commands, delegations. The
-//! future's output ends the task. Dropping the future cancels the task
-//! (CancelTask, murmur.StopSession): an agent must let nothing it started
-//! outlive its future, except what it detached through the session.
+//! to the session: progress, frames, questions, detached commands,
+//! delegations. The future's output ends the task. Dropping the future
+//! cancels the task (CancelTask, murmur.StopSession): an agent must let
+//! nothing it started outlive its future, except what it detached through
+//! the session.
 
 pub mod command;
 pub mod process;
@@ -17,6 +18,7 @@ pub mod script;
 use std::future::Future;
 use std::pin::Pin;
 
+pub use crate::tasks::events::FrameKind;
 pub use crate::tasks::{Delegation, Image, Origin, RunningTask};
 pub use command::CommandAgent;
 pub use script::ScriptAgent;

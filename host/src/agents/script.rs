@@ -7,7 +7,7 @@
 //! | `fail TEXT` | ends the task `failed` with status message TEXT |
 //! | `ask TEXT` | pauses in `input-required` with prompt TEXT; the reply's text is then run as the script |
 //! | `sleep MS` | stays `working` MS milliseconds |
-//! | `progress TEXT` | a `working` status whose message is TEXT |
+//! | `progress TEXT` | a `working` status whose message is TEXT, and a `text` frame `{"text": TEXT}` |
 //! | `detach CMD` | starts `sh -c CMD` detached, in its own process group: a residue item while it runs |
 //! | `await DLG_ID` | waits, `working`, for a completion of delegation DLG_ID |
 //!
@@ -124,7 +124,10 @@ async fn run(
                     continue 'script;
                 }
                 Some(Command::Sleep(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,
-                Some(Command::Progress(text)) => task.progress(text),
+                Some(Command::Progress(text)) => {
+                    task.progress(text);
+                    task.text(text);
+                }
                 Some(Command::Detach(command)) => {
                     if let Err(e) = task.detach(command) {
                         return Outcome::Failed(format!("script: detach {command}: {e}"));

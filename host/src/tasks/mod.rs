@@ -4,10 +4,16 @@
 //! pollables a held SendMessage waits on.
 //!
 //! Every state change is written to the store first, then announced (the
-//! task's watchers, its settle pollables), so whatever a watcher reads is
-//! already durable. One mutex guards what is live; it is never held across an
-//! await, and it is always taken before the store's own lock.
+//! task's watchers, its settle pollables, the event log), so whatever a
+//! watcher reads is already durable. One mutex guards what is live; it is
+//! never held across an await, and it is always taken before the store's own
+//! lock and the event log's.
+//!
+//! Every event is numbered by the store with the write it belongs to and
+//! published to the [`events`] log while the live lock is still held, so the
+//! log receives ids in order.
 
+pub mod events;
 pub mod ids;
 pub mod store;
 
@@ -29,6 +35,7 @@ pub use crate::imports::task_store::{
     TaskMetadata, TaskState,
 };
 pub use crate::imports::token_types::Credential;
+use events::{EventBody, EventLog, FrameKind, Reader};
 use store::{NewRecord, Owner, Sees, Store, Transition};
 
 /// Who is asking: `None` is a caller of a public door.
@@ -66,6 +73,7 @@ pub struct Hub {
     store: Store,
     agent: Arc<dyn Agent>,
     acceptance: TaskAcceptance,
+    events: Arc<EventLog>,
     closing: AtomicBool,
     /// `true` once the session closes: wakes every settle pollable.
     closed: watch::Sender<bool>,
@@ -125,12 +133,38 @@ struct Detached {
 }
 
 impl Hub {
-    /// A hub over `store`, running each task with `agent`.
-    pub fn new(store: Store, agent: Arc<dyn Agent>, acceptance: TaskAcceptance) -> Arc<Hub> {
+    /// A hub over `store`, running each task with `agent`, its event log
+    /// replaying the newest `replay_buffer` events. The events of the tasks
+    /// `--resume` failed are the log's first.
+    pub fn new(
+        store: Store,
+        agent: Arc<dyn Agent>,
+        acceptance: TaskAcceptance,
+        replay_buffer: usize,
+    ) -> Arc<Hub> {
+        let restarted = store.take_restarted();
+        let before = restarted
+            .first()
+            .map_or(store.last_event(), |r| r.event_id - 1);
+        let events = EventLog::new(replay_buffer, before);
+        for task in restarted {
+            events.publish(
+                task.event_id..task.event_id + 1,
+                &task.task_id,
+                &task.context_id,
+                vec![events::status(
+                    TaskState::Failed,
+                    Some(store::RESTARTED.to_string()),
+                    None,
+                    task.timestamp_ms,
+                )],
+            );
+        }
         Arc::new(Hub {
             store,
             agent,
             acceptance,
+            events,
             closing: AtomicBool::new(false),
             closed: watch::Sender::new(false),
             live: Mutex::new(Live::default()),
@@ -144,6 +178,46 @@ impl Hub {
 
     fn lock(&self) -> MutexGuard<'_, Live> {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The session's event log.
+    pub fn events(&self) -> &Arc<EventLog> {
+        &self.events
+    }
+
+    /// A reader of the events of task `id` after `after` (none: those
+    /// written from now on), when the caller sees the task.
+    pub fn task_events(
+        &self,
+        caller: &Caller,
+        id: &str,
+        after: Option<u64>,
+    ) -> Result<Reader, TaskError> {
+        self.seen(caller, id)?;
+        Ok(self.events.task_reader(id, after))
+    }
+
+    /// A reader of every task's events after `after` (none: from the oldest
+    /// the log still holds).
+    pub fn session_events(&self, after: Option<u64>) -> Reader {
+        self.events.session_reader(after)
+    }
+
+    /// Writes a transition and publishes its events. The `&Live` is the
+    /// proof the live lock is held, which keeps the log's ids in order.
+    fn write(
+        &self,
+        _live: &Live,
+        id: &str,
+        to: &Transition,
+        now: i64,
+    ) -> rusqlite::Result<Option<Task>> {
+        let bodies = transition_events(to, now);
+        let Some((task, ids)) = self.store.transition(id, to, now, bodies.len() as u64)? else {
+            return Ok(None);
+        };
+        self.events.publish(ids, &task.id, &task.context_id, bodies);
+        Ok(Some(task))
     }
 
     /// Starts a task: stored `submitted` and handed to the agent, or queued
@@ -176,7 +250,11 @@ impl Hub {
             reference_task_ids: new.reference_task_ids,
             forget_session: new.forget_session,
         };
-        let task = self.store.insert(&record, now_ms()).map_err(unavailable)?;
+        let now = now_ms();
+        let first = events::status(record.state, record.status_message.clone(), None, now);
+        let (task, ids) = self.store.insert(&record, now, 1).map_err(unavailable)?;
+        self.events
+            .publish(ids, &task.id, &task.context_id, vec![first]);
         if refusal.is_some() {
             return Ok(task);
         }
@@ -225,16 +303,14 @@ impl Hub {
         };
         let future = self.agent.run(input, handle);
         let mut live = self.lock();
-        let Some(running) = live.tasks.get_mut(&id) else {
+        if !live.tasks.contains_key(&id) {
             // Cancelled before it ran.
             return;
-        };
-        if let Err(e) = self
-            .store
-            .transition(&id, &Transition::to(TaskState::Working), now_ms())
-        {
+        }
+        if let Err(e) = self.write(&live, &id, &Transition::to(TaskState::Working), now_ms()) {
             tracing::error!(task = %id, error = %e, "recording a task's start failed");
         }
+        let running = live.tasks.get_mut(&id).expect("checked above");
         running.state = TaskState::Working;
         running.watch.send_modify(|p| p.state = TaskState::Working);
         let hub = self.clone();
@@ -288,7 +364,7 @@ impl Hub {
         to: &Transition,
         now: i64,
     ) -> rusqlite::Result<Option<Task>> {
-        let task = self.store.transition(id, to, now)?;
+        let task = self.write(live, id, to, now)?;
         if let Some(running) = live.tasks.remove(id) {
             if let Some(runner) = running.runner {
                 runner.abort();
@@ -326,7 +402,7 @@ impl Hub {
     ) -> Result<Task, TaskError> {
         let mut live = self.lock();
         let task = self.seen(caller, id)?;
-        let Some(running) = live.tasks.get_mut(id) else {
+        let Some(running) = live.tasks.get(id) else {
             return Err(TaskError::WrongState(task.status.state));
         };
         if running.state != TaskState::InputRequired {
@@ -336,10 +412,10 @@ impl Hub {
             return Err(TaskError::OtherContext);
         }
         let task = self
-            .store
-            .transition(id, &Transition::to(TaskState::Working), now_ms())
+            .write(&live, id, &Transition::to(TaskState::Working), now_ms())
             .map_err(unavailable)?
             .ok_or(TaskError::NotFound)?;
+        let running = live.tasks.get_mut(id).expect("checked above");
         running.state = TaskState::Working;
         running.watch.send_modify(|p| p.state = TaskState::Working);
         let waiting = running.reply.take();
@@ -513,12 +589,14 @@ impl Hub {
     }
 
     /// The session closes: new tasks are rejected, completions refused,
-    /// every settle pollable is ready, and every detached command's process
+    /// every settle pollable is ready, every event reader ends with `closed`
+    /// after what was written so far, and every detached command's process
     /// group is killed. Tasks keep their recorded state; the agents still
     /// running end with the process (or the embedder's runtime).
     pub fn close(&self) {
         self.closing.store(true, Ordering::SeqCst);
         self.closed.send_replace(true);
+        self.events.close();
         Hub::kill_detached(&self.lock());
     }
 
@@ -533,30 +611,59 @@ impl Hub {
 
     // What a running task asks of its session (through `RunningTask`).
 
+    /// A `working` status whose message is `message`, written as it
+    /// happens: its own message id, timestamped now.
     fn progress(&self, id: &str, message: &str) {
         let live = self.lock();
-        if live
-            .tasks
-            .get(id)
-            .is_some_and(|t| t.state == TaskState::Working)
-            && let Err(e) = self.store.note(id, message)
-        {
-            tracing::error!(task = %id, error = %e, "recording progress failed");
+        let Some(running) = live.tasks.get(id) else {
+            return;
+        };
+        if running.state != TaskState::Working {
+            return;
+        }
+        let status = events::status(
+            TaskState::Working,
+            Some(message.to_string()),
+            Some(ids::message_id()),
+            now_ms(),
+        );
+        match self.store.note(id, message, 1) {
+            Ok(ids) => self
+                .events
+                .publish(ids, id, &running.context_id, vec![status]),
+            Err(e) => tracing::error!(task = %id, error = %e, "recording progress failed"),
+        }
+    }
+
+    /// A frame the agent of a live task reports.
+    fn frame(&self, id: &str, kind: FrameKind, body: &serde_json::Map<String, serde_json::Value>) {
+        let live = self.lock();
+        let Some(running) = live.tasks.get(id) else {
+            return;
+        };
+        match self.store.number(1) {
+            Ok(ids) => self.events.publish(
+                ids,
+                id,
+                &running.context_id,
+                vec![events::frame(kind, body)],
+            ),
+            Err(e) => tracing::error!(task = %id, error = %e, "numbering a frame failed"),
         }
     }
 
     fn pause(&self, id: &str, prompt: String) -> Option<oneshot::Receiver<String>> {
         let mut live = self.lock();
-        let running = live.tasks.get_mut(id)?;
-        if running.state != TaskState::Working {
+        if live.tasks.get(id)?.state != TaskState::Working {
             return None;
         }
         let mut to = Transition::to(TaskState::InputRequired);
         to.prompt = Some(prompt);
-        if let Err(e) = self.store.transition(id, &to, now_ms()) {
+        if let Err(e) = self.write(&live, id, &to, now_ms()) {
             tracing::error!(task = %id, error = %e, "recording a question failed");
             return None;
         }
+        let running = live.tasks.get_mut(id).expect("checked above");
         let (sender, receiver) = oneshot::channel();
         running.state = TaskState::InputRequired;
         running.reply = Some(sender);
@@ -643,6 +750,29 @@ impl Drop for Hub {
     }
 }
 
+/// The events a transition writes: the artifact it writes first (`response`,
+/// `prompt`, or `residue` when the cancel left something running), then its
+/// status. A question is the status message of its `input-required`, with a
+/// message id of its own; a terminal status carries its message, if any.
+fn transition_events(to: &Transition, now: i64) -> Vec<EventBody> {
+    let mut bodies = Vec::new();
+    let mut message = to.message.clone();
+    let mut message_id = None;
+    if let Some(response) = &to.response {
+        bodies.push(events::text_artifact("response", response.clone()));
+    }
+    if let Some(prompt) = &to.prompt {
+        bodies.push(events::text_artifact("prompt", prompt.clone()));
+        message = Some(prompt.clone());
+        message_id = Some(ids::message_id());
+    }
+    if !to.residue.is_empty() {
+        bodies.push(events::residue_artifact(to.residue.clone()));
+    }
+    bodies.push(events::status(to.state, message, message_id, now));
+    bodies
+}
+
 fn unavailable(e: rusqlite::Error) -> TaskError {
     tracing::error!(error = %e, "the task store failed");
     TaskError::Unavailable(format!("the task store failed: {e}"))
@@ -698,9 +828,25 @@ impl RunningTask {
         &self.context_id
     }
 
-    /// A `working` status whose message is `message`.
+    /// A `working` status whose message is `message`: GetTask shows it as
+    /// the task's status message, and streams receive it as a status update.
+    /// Ignored unless the task is `working`.
     pub fn progress(&self, message: &str) {
         self.hub.progress(&self.id, message);
+    }
+
+    /// Reports a murmur frame beside the task's A2A events: `kind`, and the
+    /// frame's fields (`{"text": …}` for [`FrameKind::Text`]), which streams
+    /// carry as the agent wrote them. Ignored once the task has ended.
+    pub fn frame(&self, kind: FrameKind, body: &serde_json::Map<String, serde_json::Value>) {
+        self.hub.frame(&self.id, kind, body);
+    }
+
+    /// A [`FrameKind::Text`] frame: `{"text": text}`.
+    pub fn text(&self, text: &str) {
+        let mut body = serde_json::Map::new();
+        body.insert("text".into(), text.into());
+        self.frame(FrameKind::Text, &body);
     }
 
     /// Pauses the task in `input-required` with `prompt` and resolves with
@@ -801,10 +947,20 @@ pub(crate) mod testing {
 
     /// A hub over an in-memory store, running tasks with `agent`.
     pub fn hub_with(agent: impl Agent, acceptance: TaskAcceptance) -> Arc<Hub> {
+        hub_buffered(agent, acceptance, events::DEFAULT_REPLAY_BUFFER)
+    }
+
+    /// [`hub_with`], its event log replaying `replay_buffer` events.
+    pub fn hub_buffered(
+        agent: impl Agent,
+        acceptance: TaskAcceptance,
+        replay_buffer: usize,
+    ) -> Arc<Hub> {
         Hub::new(
             Store::in_memory(now_ms()).unwrap(),
             Arc::new(agent),
             acceptance,
+            replay_buffer,
         )
     }
 

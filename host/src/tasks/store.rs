@@ -9,8 +9,14 @@
 //! Every write is one statement or one transaction on one connection behind a
 //! mutex: SQLite is fast enough for a door's rate of state changes, and one
 //! writer keeps the session-wide change counter gap-free and ordered.
+//!
+//! The store also numbers the session's events (`tasks/events`): a write
+//! that the hub publishes events for asks for that many ids, and the last id
+//! is written to the session row in the same transaction, so ids keep
+//! increasing across `--resume`.
 
 use std::fs::{self, DirBuilder};
+use std::ops::Range;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -37,14 +43,17 @@ pub const ARCHIVE_DIR: &str = "sessions";
 /// without ending it, written by `--resume`.
 pub const RESTARTED: &str = "the session restarted while this task was live";
 
-/// Bumped when the tables change shape; a file of another version is refused.
-const SCHEMA_VERSION: i64 = 1;
+/// Bumped when the tables change shape; a file of another version is refused
+/// (version 1, before events were numbered, is brought up to date).
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE session (
     id          INTEGER PRIMARY KEY CHECK (id = 1),
     session_id  TEXT    NOT NULL,
-    created_ms  INTEGER NOT NULL
+    created_ms  INTEGER NOT NULL,
+    -- The id of the newest event the session numbered, 0 before the first.
+    last_event  INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE tasks (
     id                  TEXT    PRIMARY KEY,
@@ -188,6 +197,15 @@ impl Transition {
     }
 }
 
+/// A task `--resume` failed, and the id of the status event that says so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restarted {
+    pub event_id: u64,
+    pub task_id: String,
+    pub context_id: String,
+    pub timestamp_ms: i64,
+}
+
 /// What opening the state directory found.
 pub struct Opened {
     pub store: Store,
@@ -202,12 +220,30 @@ pub struct Store {
     session_id: String,
     created_ms: i64,
     inner: Mutex<Inner>,
+    /// The tasks `--resume` failed, until the hub publishes their events.
+    restarted: Mutex<Vec<Restarted>>,
 }
 
 struct Inner {
     conn: Connection,
     /// The highest change number written.
     last_change: u64,
+    /// The id of the newest event numbered.
+    last_event: u64,
+}
+
+impl Inner {
+    /// Numbers `events` ids after the last one, writing the new last id to
+    /// the session row through `conn` (the caller's open transaction). The
+    /// caller sets `last_event` to the range's end - 1 once it commits.
+    fn number(&self, conn: &Connection, events: u64) -> rusqlite::Result<Range<u64>> {
+        let ids = self.last_event + 1..self.last_event + 1 + events;
+        if events > 0 {
+            conn.prepare_cached("UPDATE session SET last_event = ? WHERE id = 1")?
+                .execute(params![(ids.end - 1) as i64])?;
+        }
+        Ok(ids)
+    }
 }
 
 impl Store {
@@ -276,20 +312,31 @@ impl Store {
             inner: Mutex::new(Inner {
                 conn,
                 last_change: 0,
+                last_event: 0,
             }),
+            restarted: Mutex::new(Vec::new()),
         })
     }
 
     fn from_connection(conn: Connection) -> anyhow::Result<Store> {
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version != SCHEMA_VERSION {
+        if version == 1 {
+            // Before events were numbered: none was.
+            conn.execute_batch(&format!(
+                "BEGIN;
+                 ALTER TABLE session ADD COLUMN last_event INTEGER NOT NULL DEFAULT 0;
+                 PRAGMA user_version = {SCHEMA_VERSION};
+                 COMMIT;"
+            ))
+            .context("bringing a version 1 session up to date")?;
+        } else if version != SCHEMA_VERSION {
             bail!("not a murmur-door session of this version (schema {version})");
         }
-        let (session_id, created_ms): (String, i64) = conn
+        let (session_id, created_ms, last_event): (String, i64, i64) = conn
             .query_row(
-                "SELECT session_id, created_ms FROM session WHERE id = 1",
+                "SELECT session_id, created_ms, last_event FROM session WHERE id = 1",
                 [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?
             .context("the file holds no session")?;
@@ -303,7 +350,9 @@ impl Store {
             inner: Mutex::new(Inner {
                 conn,
                 last_change: last_change as u64,
+                last_event: last_event as u64,
             }),
+            restarted: Mutex::new(Vec::new()),
         })
     }
 
@@ -317,6 +366,26 @@ impl Store {
         self.created_ms
     }
 
+    /// The id of the newest event numbered, 0 before the first.
+    pub fn last_event(&self) -> u64 {
+        self.lock().last_event
+    }
+
+    /// The tasks `--resume` failed and their events' ids, once: the hub
+    /// publishes them when it starts.
+    pub fn take_restarted(&self) -> Vec<Restarted> {
+        std::mem::take(&mut self.restarted.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Numbers `events` event ids that go with no write of a task (an
+    /// agent's frames): one small UPDATE.
+    pub fn number(&self, events: u64) -> rusqlite::Result<Range<u64>> {
+        let mut inner = self.lock();
+        let ids = inner.number(&inner.conn, events)?;
+        inner.last_event = ids.end - 1;
+        Ok(ids)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves the connection usable: every
         // write is one statement or transaction, which SQLite keeps whole.
@@ -325,36 +394,44 @@ impl Store {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records a new task; its first change.
-    pub fn insert(&self, record: &NewRecord, now_ms: i64) -> rusqlite::Result<Task> {
+    /// Records a new task, its first change, and numbers `events` event ids
+    /// in the same transaction.
+    pub fn insert(
+        &self,
+        record: &NewRecord,
+        now_ms: i64,
+        events: u64,
+    ) -> rusqlite::Result<(Task, Range<u64>)> {
         let mut inner = self.lock();
         let change = inner.last_change + 1;
         let (owner_kind, owner_name) = record.owner.columns();
-        inner
-            .conn
-            .prepare_cached(
-                "INSERT INTO tasks (id, context_id, owner_kind, owner_name, origin, trust, state,
+        let tx = inner.conn.unchecked_transaction()?;
+        tx.prepare_cached(
+            "INSERT INTO tasks (id, context_id, owner_kind, owner_name, origin, trust, state,
                     status_message, status_ms, response, prompt, residue, running_commands,
                     reference_task_ids, forget_session, created_ms, change)
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, '[]', '[]', ?, ?, ?, ?)",
-            )?
-            .execute(params![
-                record.id,
-                record.context_id,
-                owner_kind,
-                owner_name,
-                origin_word(record.origin),
-                record.trust,
-                state_word(record.state),
-                record.status_message,
-                now_ms,
-                json!(record.reference_task_ids).to_string(),
-                record.forget_session,
-                now_ms,
-                change as i64,
-            ])?;
+        )?
+        .execute(params![
+            record.id,
+            record.context_id,
+            owner_kind,
+            owner_name,
+            origin_word(record.origin),
+            record.trust,
+            state_word(record.state),
+            record.status_message,
+            now_ms,
+            json!(record.reference_task_ids).to_string(),
+            record.forget_session,
+            now_ms,
+            change as i64,
+        ])?;
+        let ids = inner.number(&tx, events)?;
+        tx.commit()?;
         inner.last_change = change;
-        Ok(Task {
+        inner.last_event = ids.end - 1;
+        let task = Task {
             id: record.id.clone(),
             context_id: record.context_id.clone(),
             status: Status {
@@ -367,21 +444,24 @@ impl Store {
             residue: Vec::new(),
             metadata: metadata(Vec::new()),
             change,
-        })
+        };
+        Ok((task, ids))
     }
 
-    /// Moves a task to a new status: a change, timestamped `now_ms`. `None`
-    /// when no task has that id.
+    /// Moves a task to a new status: a change, timestamped `now_ms`, and
+    /// `events` event ids numbered in the same transaction. `None` when no
+    /// task has that id (and nothing is numbered).
     pub fn transition(
         &self,
         id: &str,
         to: &Transition,
         now_ms: i64,
-    ) -> rusqlite::Result<Option<Task>> {
+        events: u64,
+    ) -> rusqlite::Result<Option<(Task, Range<u64>)>> {
         let mut inner = self.lock();
         let change = inner.last_change + 1;
-        let context_id: Option<String> = inner
-            .conn
+        let tx = inner.conn.unchecked_transaction()?;
+        let context_id: Option<String> = tx
             .prepare_cached(
                 "UPDATE tasks SET state = ?, status_message = ?, status_ms = ?, response = ?,
                     prompt = ?, residue = ?, running_commands = ?, change = ?
@@ -405,8 +485,11 @@ impl Store {
         let Some(context_id) = context_id else {
             return Ok(None);
         };
+        let ids = inner.number(&tx, events)?;
+        tx.commit()?;
         inner.last_change = change;
-        Ok(Some(Task {
+        inner.last_event = ids.end - 1;
+        let task = Task {
             id: id.to_string(),
             context_id,
             status: Status {
@@ -419,18 +502,23 @@ impl Store {
             residue: to.residue.clone(),
             metadata: metadata(to.running_commands.clone()),
             change,
-        }))
+        };
+        Ok(Some((task, ids)))
     }
 
     /// A progress note on a working task: its status message, without a
     /// change (the state did not change, so neither do its place in the
-    /// change order nor its status timestamp).
-    pub fn note(&self, id: &str, message: &str) -> rusqlite::Result<()> {
-        self.lock()
-            .conn
-            .prepare_cached("UPDATE tasks SET status_message = ? WHERE id = ?")?
+    /// change order nor its status timestamp), and `events` event ids
+    /// numbered in the same transaction.
+    pub fn note(&self, id: &str, message: &str, events: u64) -> rusqlite::Result<Range<u64>> {
+        let mut inner = self.lock();
+        let tx = inner.conn.unchecked_transaction()?;
+        tx.prepare_cached("UPDATE tasks SET status_message = ? WHERE id = ?")?
             .execute(params![message, id])?;
-        Ok(())
+        let ids = inner.number(&tx, events)?;
+        tx.commit()?;
+        inner.last_event = ids.end - 1;
+        Ok(ids)
     }
 
     /// The task `id`, when it exists and `sees` covers it.
@@ -534,22 +622,37 @@ impl Store {
     }
 
     /// Moves every live task to `failed` with `message`, in one transaction:
-    /// each a change of its own, in the order they had last changed.
+    /// each a change of its own and an event of its own, in the order they
+    /// had last changed. The events wait in [`Store::take_restarted`].
     fn fail_live(&self, message: &str, now_ms: i64) -> rusqlite::Result<Vec<String>> {
         let live = self.live_ids()?;
         let mut inner = self.lock();
         let mut change = inner.last_change;
-        let tx = inner.conn.transaction()?;
+        let tx = inner.conn.unchecked_transaction()?;
+        let mut restarted = Vec::new();
         for id in &live {
             change += 1;
-            tx.execute(
+            let context_id: String = tx.query_row(
                 "UPDATE tasks SET state = 'failed', status_message = ?, status_ms = ?,
-                    prompt = NULL, change = ? WHERE id = ?",
+                    prompt = NULL, change = ? WHERE id = ? RETURNING context_id",
                 params![message, now_ms, change as i64, id],
+                |r| r.get(0),
             )?;
+            restarted.push(Restarted {
+                event_id: 0,
+                task_id: id.clone(),
+                context_id,
+                timestamp_ms: now_ms,
+            });
         }
+        let ids = inner.number(&tx, restarted.len() as u64)?;
         tx.commit()?;
         inner.last_change = change;
+        inner.last_event = ids.end - 1;
+        for (task, id) in restarted.iter_mut().zip(ids) {
+            task.event_id = id;
+        }
+        *self.restarted.lock().unwrap_or_else(|p| p.into_inner()) = restarted;
         Ok(live)
     }
 }
@@ -812,23 +915,30 @@ mod tests {
     fn insert_then_get_and_change_order() {
         let store = Store::in_memory(1).unwrap();
         let a = store
-            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 10)
-            .unwrap();
+            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 10, 0)
+            .unwrap()
+            .0;
         let b = store
-            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 11)
-            .unwrap();
+            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 11, 0)
+            .unwrap()
+            .0;
         assert_eq!((a.change, b.change), (1, 2));
         assert_eq!(store.get(&a.id, &Sees::Every).unwrap(), Some(a.clone()));
         let mut done = Transition::to(TaskState::Completed);
         done.response = Some("four".into());
-        let ended = store.transition(&a.id, &done, 20).unwrap().unwrap();
+        let ended = store.transition(&a.id, &done, 20, 0).unwrap().unwrap().0;
         assert_eq!(ended.change, 3);
         assert_eq!(ended.status.timestamp_ms, 20);
         assert_eq!(store.get(&a.id, &Sees::Every).unwrap(), Some(ended));
         // a changed last, so it is listed first.
         let page = store.list(&Sees::Every, &query(10)).unwrap();
         assert_eq!(ids_of(&page), [a.id.as_str(), b.id.as_str()]);
-        assert!(store.transition("tsk_nope", &done, 21).unwrap().is_none());
+        assert!(
+            store
+                .transition("tsk_nope", &done, 21, 0)
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(store.get("tsk_nope", &Sees::Every).unwrap(), None);
     }
 
@@ -836,13 +946,15 @@ mod tests {
     fn a_progress_note_is_not_a_change() {
         let store = Store::in_memory(1).unwrap();
         let a = store
-            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 10)
-            .unwrap();
-        let working = store
-            .transition(&a.id, &Transition::to(TaskState::Working), 12)
+            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 10, 0)
             .unwrap()
-            .unwrap();
-        store.note(&a.id, "step 2").unwrap();
+            .0;
+        let working = store
+            .transition(&a.id, &Transition::to(TaskState::Working), 12, 0)
+            .unwrap()
+            .unwrap()
+            .0;
+        store.note(&a.id, "step 2", 0).unwrap();
         let read = store.get(&a.id, &Sees::Every).unwrap().unwrap();
         assert_eq!(read.status.message.as_deref(), Some("step 2"));
         assert_eq!(read.change, working.change);
@@ -853,8 +965,9 @@ mod tests {
     fn artifacts_and_metadata_round_trip() {
         let store = Store::in_memory(1).unwrap();
         let a = store
-            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 10)
-            .unwrap();
+            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 10, 0)
+            .unwrap()
+            .0;
         let mut canceled = Transition::to(TaskState::Canceled);
         canceled.residue = vec![
             ResidueItem::DetachedShell(DetachedShell {
@@ -877,7 +990,11 @@ mod tests {
             command: "sleep 30".into(),
             running_ms: 7,
         }];
-        let written = store.transition(&a.id, &canceled, 12).unwrap().unwrap();
+        let written = store
+            .transition(&a.id, &canceled, 12, 0)
+            .unwrap()
+            .unwrap()
+            .0;
         let read = store.get(&a.id, &Sees::Every).unwrap().unwrap();
         assert_eq!(read, written);
         assert_eq!(read.residue, canceled.residue);
@@ -900,8 +1017,9 @@ mod tests {
         ] {
             by.push(
                 store
-                    .insert(&record(owner, "ctx_a", TaskState::Submitted), 10)
+                    .insert(&record(owner, "ctx_a", TaskState::Submitted), 10, 0)
                     .unwrap()
+                    .0
                     .id,
             );
         }
@@ -938,13 +1056,15 @@ mod tests {
                     .insert(
                         &record(Owner::Public, context, TaskState::Submitted),
                         100 + i,
+                        0,
                     )
-                    .unwrap(),
+                    .unwrap()
+                    .0,
             );
         }
         // The second task completes last: it moves to the front.
         store
-            .transition(&all[1].id, &Transition::to(TaskState::Completed), 200)
+            .transition(&all[1].id, &Transition::to(TaskState::Completed), 200, 0)
             .unwrap();
         let expected: Vec<&str> = [1, 6, 5, 4, 3, 2, 0]
             .iter()
@@ -1040,8 +1160,9 @@ mod tests {
                 Owner::Operator
             };
             let task = store
-                .insert(&record(owner, "ctx_a", TaskState::Submitted), i)
-                .unwrap();
+                .insert(&record(owner, "ctx_a", TaskState::Submitted), i, 0)
+                .unwrap()
+                .0;
             if i % 2 == 0 {
                 alices.push(task.id);
             }
@@ -1097,8 +1218,9 @@ mod tests {
         let first_id = first.store.session_id().to_string();
         let task = first
             .store
-            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 5)
-            .unwrap();
+            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 5, 0)
+            .unwrap()
+            .0;
         drop(first);
 
         let mode = fs::metadata(dir.path().join(SESSION_DB))
@@ -1131,25 +1253,33 @@ mod tests {
         let store = opened.store;
         let session = store.session_id().to_string();
         let submitted = store
-            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 5)
-            .unwrap();
+            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 5, 0)
+            .unwrap()
+            .0;
         let mut done = store
-            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 6)
-            .unwrap();
+            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 6, 0)
+            .unwrap()
+            .0;
         let mut finished = Transition::to(TaskState::Completed);
         finished.response = Some("ok".into());
-        done = store.transition(&done.id, &finished, 7).unwrap().unwrap();
+        done = store
+            .transition(&done.id, &finished, 7, 0)
+            .unwrap()
+            .unwrap()
+            .0;
         let asking = store
-            .insert(&record(Owner::Public, "ctx_b", TaskState::Submitted), 8)
-            .unwrap();
+            .insert(&record(Owner::Public, "ctx_b", TaskState::Submitted), 8, 0)
+            .unwrap()
+            .0;
         let mut ask = Transition::to(TaskState::InputRequired);
         ask.prompt = Some("which?".into());
-        store.transition(&asking.id, &ask, 9).unwrap();
+        store.transition(&asking.id, &ask, 9, 0).unwrap();
         let working = store
-            .insert(&record(Owner::Public, "ctx_b", TaskState::Submitted), 10)
-            .unwrap();
+            .insert(&record(Owner::Public, "ctx_b", TaskState::Submitted), 10, 0)
+            .unwrap()
+            .0;
         store
-            .transition(&working.id, &Transition::to(TaskState::Working), 11)
+            .transition(&working.id, &Transition::to(TaskState::Working), 11, 0)
             .unwrap();
         let last_change = store.list(&Sees::Every, &query(1)).unwrap().tasks[0].change;
         drop(store);
@@ -1174,10 +1304,94 @@ mod tests {
         assert_eq!(store.get(&done.id, &Sees::Every).unwrap(), Some(done));
         // New changes continue the order.
         let next = store
-            .insert(&record(Owner::Public, "ctx_c", TaskState::Submitted), 1001)
-            .unwrap();
+            .insert(
+                &record(Owner::Public, "ctx_c", TaskState::Submitted),
+                1001,
+                0,
+            )
+            .unwrap()
+            .0;
         assert_eq!(next.change, last_change + 4);
         assert!(store.live_ids().unwrap() == [next.id]);
+        // Each failure is an event, numbered with it, waiting for the hub.
+        let restarted = store.take_restarted();
+        assert_eq!(
+            restarted,
+            [
+                (1, &submitted.id, "ctx_a"),
+                (2, &asking.id, "ctx_b"),
+                (3, &working.id, "ctx_b")
+            ]
+            .map(|(event_id, id, context)| Restarted {
+                event_id,
+                task_id: id.clone(),
+                context_id: context.to_string(),
+                timestamp_ms: 1000,
+            })
+        );
+        assert_eq!(store.last_event(), 3);
+        assert!(store.take_restarted().is_empty());
+    }
+
+    #[test]
+    fn writes_number_their_events_in_the_same_transaction() {
+        let store = Store::in_memory(1).unwrap();
+        let (a, ids) = store
+            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 10, 1)
+            .unwrap();
+        assert_eq!(ids, 1..2);
+        let working = Transition::to(TaskState::Working);
+        let (_, ids) = store.transition(&a.id, &working, 11, 1).unwrap().unwrap();
+        assert_eq!(ids, 2..3);
+        assert_eq!(store.note(&a.id, "step", 1).unwrap(), 3..4);
+        let mut done = Transition::to(TaskState::Completed);
+        done.response = Some("ok".into());
+        let (_, ids) = store.transition(&a.id, &done, 12, 2).unwrap().unwrap();
+        assert_eq!(ids, 4..6);
+        // No such task: nothing written, nothing numbered.
+        assert!(
+            store
+                .transition("tsk_nope", &done, 13, 2)
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(store.last_event(), 5);
+        assert_eq!(store.number(2).unwrap(), 6..8);
+        let persisted: i64 = store
+            .lock()
+            .conn
+            .query_row("SELECT last_event FROM session", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(persisted, 7);
+    }
+
+    #[test]
+    fn a_version_1_session_resumes_with_no_event_numbered() {
+        let dir = TempDir::new("store-v1");
+        let opened = Store::open(dir.path(), false, 1).unwrap();
+        let task = opened
+            .store
+            .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 5, 0)
+            .unwrap()
+            .0;
+        drop(opened);
+        // The file as version 1 wrote it.
+        let conn = connect(&dir.path().join(SESSION_DB)).unwrap();
+        conn.execute_batch("ALTER TABLE session DROP COLUMN last_event; PRAGMA user_version = 1;")
+            .unwrap();
+        drop(conn);
+
+        let resumed = Store::open(dir.path(), true, 9).unwrap();
+        assert_eq!(resumed.failed_by_resume, std::slice::from_ref(&task.id));
+        let store = resumed.store;
+        assert_eq!(store.take_restarted()[0].event_id, 1);
+        assert_eq!(store.last_event(), 1);
+        let version: i64 = store
+            .lock()
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
     }
 
     #[test]

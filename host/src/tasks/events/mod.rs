@@ -1,0 +1,417 @@
+//! The session's event log: every task event, numbered session-wide, in a
+//! bounded replay buffer, and the readers (`events` resources) a stream
+//! follows it with.
+//!
+//! The hub writes every event: a status the task writes (each transition,
+//! each progress note), an artifact it writes (`response`, `prompt`,
+//! `residue`, always before the status that ends or pauses the task), and the
+//! murmur frames its agent reports. The store numbers them (ids start at 1
+//! and keep increasing across `--resume`: the last id is part of the session
+//! record, written with the change it numbers), and the hub publishes them
+//! here in that order, under its live lock.
+//!
+//! The buffer keeps the newest `capacity` events; its ids are contiguous, so
+//! a reader finds its place by subtraction. A reader is a position (the last
+//! id it delivered or passed over) and an optional task filter. What it reads
+//! next, in order:
+//!
+//! 1. `gap(after, oldest - 1)` once, when the id it was opened after is older
+//!    than the buffer can supply;
+//! 2. `lagged(position, oldest - 1)` whenever it fell so far behind that the
+//!    buffer evicted the events after its position;
+//! 3. the buffered events after its position (of its task, for a task
+//!    reader);
+//! 4. `closed` once the door closes and it has read every event written
+//!    until then; nothing after that.
+//!
+//! A waiting reader holds no thread and no lock: its pollable awaits a watch
+//! channel the log bumps on every publish and on close.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::watch;
+
+pub use crate::imports::events::{ArtifactUpdate, Delivery, Event, EventBody, Frame, StatusUpdate};
+use crate::imports::session::ResidueItem;
+use crate::imports::task_store::{Status, TaskState};
+
+/// `--replay-buffer`: how many of the newest events a reconnecting stream can
+/// replay.
+pub const DEFAULT_REPLAY_BUFFER: usize = 4096;
+
+/// The kinds of murmur frame an agent reports beside the A2A events.
+/// `quota` and `suggested-prompt` are written only by a capsule on
+/// `inference.transport: process`; the runtime that embeds the host decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameKind {
+    /// Text the agent writes as it goes: `{"text": …}`.
+    Text,
+    Thinking,
+    ToolCallStarted,
+    ToolCallProgress,
+    Artifact,
+    Quota,
+    SuggestedPrompt,
+}
+
+impl FrameKind {
+    /// The kind as the stream extension spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrameKind::Text => "text",
+            FrameKind::Thinking => "thinking",
+            FrameKind::ToolCallStarted => "tool-call-started",
+            FrameKind::ToolCallProgress => "tool-call-progress",
+            FrameKind::Artifact => "artifact",
+            FrameKind::Quota => "quota",
+            FrameKind::SuggestedPrompt => "suggested-prompt",
+        }
+    }
+}
+
+/// A status update: `message_id` names the status message of a status
+/// written as it happens (a progress note, a question); none otherwise.
+pub fn status(
+    state: TaskState,
+    message: Option<String>,
+    message_id: Option<String>,
+    timestamp_ms: i64,
+) -> EventBody {
+    EventBody::Status(StatusUpdate {
+        status: Status {
+            state,
+            message,
+            timestamp_ms,
+        },
+        message_id,
+    })
+}
+
+/// The `response` or `prompt` artifact, whole.
+pub fn text_artifact(artifact_id: &str, text: String) -> EventBody {
+    EventBody::Artifact(ArtifactUpdate {
+        artifact_id: artifact_id.to_string(),
+        text: Some(text),
+        residue: Vec::new(),
+    })
+}
+
+/// The `residue` artifact of a cancel that left something running.
+pub fn residue_artifact(items: Vec<ResidueItem>) -> EventBody {
+    EventBody::Artifact(ArtifactUpdate {
+        artifact_id: "residue".to_string(),
+        text: None,
+        residue: items,
+    })
+}
+
+/// A murmur frame; `body` is a JSON object.
+pub fn frame(kind: FrameKind, body: &serde_json::Map<String, serde_json::Value>) -> EventBody {
+    EventBody::Frame(Frame {
+        kind: kind.as_str().to_string(),
+        body: serde_json::Value::Object(body.clone()).to_string(),
+    })
+}
+
+/// The log: the replay buffer and what wakes its readers.
+pub struct EventLog {
+    capacity: usize,
+    buffer: Mutex<Buffer>,
+    /// Bumped on every publish and on close.
+    wake: watch::Sender<()>,
+    /// Readers alive, for the curious (and the tests that drop them).
+    readers: AtomicUsize,
+}
+
+struct Buffer {
+    /// The newest events: `events[i].id == first + i`.
+    events: VecDeque<Arc<Event>>,
+    /// The id of the oldest buffered event; `latest + 1` while none is.
+    first: u64,
+    /// The newest id published, 0 before the first.
+    latest: u64,
+    /// Once the door closes: the newest id then. Readers end after it.
+    closed_at: Option<u64>,
+}
+
+impl EventLog {
+    /// An empty log keeping the newest `capacity` events (at least one),
+    /// whose next event is `latest + 1`.
+    pub fn new(capacity: usize, latest: u64) -> Arc<EventLog> {
+        Arc::new(EventLog {
+            capacity: capacity.max(1),
+            buffer: Mutex::new(Buffer {
+                events: VecDeque::new(),
+                first: latest + 1,
+                latest,
+                closed_at: None,
+            }),
+            wake: watch::Sender::new(()),
+            readers: AtomicUsize::new(0),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Buffer> {
+        // Every critical section leaves the buffer consistent.
+        self.buffer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The id of the newest event, 0 before the first.
+    pub fn latest(&self) -> u64 {
+        self.lock().latest
+    }
+
+    /// The id of the oldest event the buffer still holds; `latest + 1` when
+    /// it holds none.
+    pub fn oldest(&self) -> u64 {
+        self.lock().first
+    }
+
+    /// How many readers are open.
+    pub fn readers(&self) -> usize {
+        self.readers.load(Ordering::SeqCst)
+    }
+
+    /// Appends one write's events, numbered `ids` (as the store numbered
+    /// them), and wakes the readers. Ids must follow the newest one: the
+    /// hub publishes in numbering order. Should they not, the log stays
+    /// consistent: an id already published is dropped, and a hole empties
+    /// the buffer, so every reader reports the hole as lost.
+    pub fn publish(
+        &self,
+        ids: Range<u64>,
+        task_id: &str,
+        context_id: &str,
+        bodies: Vec<EventBody>,
+    ) {
+        debug_assert_eq!(ids.end - ids.start, bodies.len() as u64);
+        let mut buffer = self.lock();
+        for (id, body) in ids.zip(bodies) {
+            if id <= buffer.latest {
+                tracing::error!(
+                    id,
+                    latest = buffer.latest,
+                    "an event id was published twice"
+                );
+                continue;
+            }
+            if id > buffer.latest + 1 {
+                tracing::error!(id, latest = buffer.latest, "event ids were skipped");
+                buffer.events.clear();
+                buffer.first = id;
+            }
+            buffer.events.push_back(Arc::new(Event {
+                id,
+                task_id: task_id.to_string(),
+                context_id: context_id.to_string(),
+                body,
+            }));
+            buffer.latest = id;
+            if buffer.events.len() > self.capacity {
+                buffer.events.pop_front();
+                buffer.first += 1;
+            }
+        }
+        drop(buffer);
+        self.wake.send_replace(());
+    }
+
+    /// The door closes: every reader ends with `closed` once it has read the
+    /// events published until now.
+    pub fn close(&self) {
+        let mut buffer = self.lock();
+        if buffer.closed_at.is_none() {
+            buffer.closed_at = Some(buffer.latest);
+        }
+        drop(buffer);
+        self.wake.send_replace(());
+    }
+
+    /// Every task's events after `after`; from the oldest buffered event when
+    /// `after` is none. An id newer than the newest (another log's, from
+    /// before a fresh launch) reads as 0: everything this log holds.
+    pub fn session_reader(self: &Arc<Self>, after: Option<u64>) -> Reader {
+        let buffer = self.lock();
+        let position = match after {
+            None => buffer.first - 1,
+            Some(after) if after > buffer.latest => 0,
+            Some(after) => after,
+        };
+        Reader::new(self, &buffer, None, position)
+    }
+
+    /// The events of task `task_id` after `after`; only the events published
+    /// from now on when `after` is none. Who may read it is the hub's
+    /// business.
+    pub fn task_reader(self: &Arc<Self>, task_id: &str, after: Option<u64>) -> Reader {
+        let buffer = self.lock();
+        let position = match after {
+            None => buffer.latest,
+            Some(after) if after > buffer.latest => 0,
+            Some(after) => after,
+        };
+        Reader::new(self, &buffer, Some(task_id.to_string()), position)
+    }
+}
+
+/// A reader of the log: the host side of an `events` resource.
+pub struct Reader {
+    log: Arc<EventLog>,
+    cursor: Cursor,
+    wake: watch::Receiver<()>,
+}
+
+/// Where a reader is.
+struct Cursor {
+    /// Only this task's events; every task's when none.
+    task_id: Option<String>,
+    /// The id of the last event read or passed over.
+    position: u64,
+    /// The reader was opened after an id whose successor the buffer had
+    /// already evicted: its first delivery is a gap (later losses are lags).
+    opened_in_gap: bool,
+    /// `closed` has been read.
+    ended: bool,
+}
+
+/// What a reader reads next, before it reads it.
+enum Next {
+    Lost(Delivery),
+    /// The event at this index of the buffer.
+    Event(usize),
+    Closed,
+    Nothing,
+}
+
+impl Cursor {
+    /// What comes next, passing over the events of other tasks.
+    fn peek(&mut self, buffer: &Buffer) -> Next {
+        if self.ended {
+            return Next::Nothing;
+        }
+        if self.position + 1 < buffer.first {
+            let lost = (self.position, buffer.first - 1);
+            return Next::Lost(if self.opened_in_gap {
+                Delivery::Gap(lost)
+            } else {
+                Delivery::Lagged(lost)
+            });
+        }
+        let end = buffer.closed_at.unwrap_or(buffer.latest);
+        while self.position < end {
+            // position + 1 >= first and position < latest: in the buffer.
+            let index = (self.position + 1 - buffer.first) as usize;
+            match &self.task_id {
+                Some(task) if buffer.events[index].task_id != *task => self.position += 1,
+                _ => return Next::Event(index),
+            }
+        }
+        if buffer.closed_at.is_some() {
+            Next::Closed
+        } else {
+            Next::Nothing
+        }
+    }
+}
+
+impl Reader {
+    /// A reader at `position`, made while `buffer` is locked.
+    fn new(log: &Arc<EventLog>, buffer: &Buffer, task_id: Option<String>, position: u64) -> Reader {
+        log.readers.fetch_add(1, Ordering::SeqCst);
+        Reader {
+            log: log.clone(),
+            cursor: Cursor {
+                task_id,
+                position,
+                opened_in_gap: position + 1 < buffer.first,
+                ended: false,
+            },
+            wake: log.wake.subscribe(),
+        }
+    }
+
+    /// The task this reader follows; none for the session's.
+    pub fn task_id(&self) -> Option<&str> {
+        self.cursor.task_id.as_deref()
+    }
+
+    /// The next delivery, or none while nothing is waiting (and for good
+    /// after `closed`).
+    pub fn next_delivery(&mut self) -> Option<Delivery> {
+        let event = {
+            let buffer = self.log.lock();
+            let cursor = &mut self.cursor;
+            match cursor.peek(&buffer) {
+                Next::Nothing => return None,
+                Next::Lost(delivery) => {
+                    cursor.position = buffer.first - 1;
+                    cursor.opened_in_gap = false;
+                    return Some(delivery);
+                }
+                Next::Closed => {
+                    cursor.ended = true;
+                    return Some(Delivery::Closed);
+                }
+                Next::Event(index) => {
+                    let event = buffer.events[index].clone();
+                    cursor.position = event.id;
+                    cursor.opened_in_gap = false;
+                    event
+                }
+            }
+        };
+        // Copied outside the lock: a large response holds up no one.
+        Some(Delivery::Event(Event::clone(&event)))
+    }
+
+    /// Whether [`Reader::next_delivery`] has something to return. Also true
+    /// after `closed`, so a door that polls an ended reader is not left
+    /// waiting forever.
+    pub fn ready_now(&mut self) -> bool {
+        if self.cursor.ended {
+            return true;
+        }
+        let buffer = self.log.lock();
+        !matches!(self.cursor.peek(&buffer), Next::Nothing)
+    }
+
+    /// Resolves once [`Reader::next_delivery`] has something to return.
+    /// Cancel-safe.
+    pub async fn wait(&mut self) {
+        loop {
+            // Marked seen before looking: a publish after the look wakes us.
+            self.wake.borrow_and_update();
+            if self.ready_now() {
+                return;
+            }
+            if self.wake.changed().await.is_err() {
+                // The log is gone; it cannot be while we hold it, but never
+                // wait on nothing.
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.log.readers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::Pollable for Reader {
+    async fn ready(&mut self) {
+        self.wait().await;
+    }
+}
+
+#[cfg(test)]
+mod tests;
