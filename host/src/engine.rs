@@ -11,21 +11,33 @@ use crate::imports::{RequestState, events, session, task_store, token_types};
 /// The door component built from `guest/`, embedded at build time.
 pub const EMBEDDED_DOOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/door.wasm"));
 
-/// Requests served at once. Each holds one component instance, and a Rust
-/// wasip2 component makes 3 core instances, hence the 4x below.
-pub const MAX_INSTANCES: u32 = 256;
+/// Door instances alive at once (`--max-instances`): a request holds one
+/// while it is answered, an open stream holds one for its whole life, so
+/// 1,100 fits 1,000 streams beside ordinary requests. A Rust wasip2 component
+/// makes 3 core instances, hence the 4x below; the pool reserves address
+/// space for every slot up front but only touches the memory a live instance
+/// uses.
+pub const MAX_INSTANCES: u32 = 1100;
 /// A door's linear memory may grow to this many bytes per request.
 pub const MAX_MEMORY_BYTES: usize = 64 << 20;
 
 /// The engine every door version runs on: the pooling allocator sized for
 /// [`MAX_INSTANCES`].
 pub fn engine() -> anyhow::Result<Engine> {
+    engine_for(MAX_INSTANCES)
+}
+
+/// The engine, its pool sized for `max_instances` door instances at once.
+/// One more request than that waits for nothing: it is answered -32603.
+pub fn engine_for(max_instances: u32) -> anyhow::Result<Engine> {
+    let cores = max_instances.saturating_mul(4);
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(MAX_INSTANCES)
-        .total_core_instances(MAX_INSTANCES * 4)
-        .total_memories(MAX_INSTANCES * 4)
-        .total_tables(MAX_INSTANCES * 4)
-        .total_stacks(MAX_INSTANCES)
+    pool.total_component_instances(max_instances)
+        .total_core_instances(cores)
+        .total_memories(cores)
+        .total_tables(cores)
+        // Every instance runs on a fiber of its own (async calls).
+        .total_stacks(max_instances)
         .max_memory_size(MAX_MEMORY_BYTES);
     let mut config = Config::new();
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
@@ -78,6 +90,120 @@ fn wasm_context<T>(result: wasmtime::Result<T>, doing: &'static str) -> anyhow::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The resident set of this process, in KiB.
+    fn rss_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// What one pool slot costs the host when its instance waits: first a
+    /// bare instance, then a held SendMessage (an instance suspended in
+    /// `poll` on a pollable, the shape of an open stream). Prints the numbers.
+    #[test]
+    #[ignore = "a measurement: cargo test --release -p murmur-door-host --lib -- --ignored --nocapture idle"]
+    fn idle_instances_cost() {
+        use std::sync::Arc;
+
+        use bytes::Bytes;
+        use wasmtime::{Store, StoreLimitsBuilder};
+
+        use crate::manifest::Manifest;
+        use crate::server::Server;
+        use crate::session::Session;
+
+        const N: usize = 200;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let engine = engine().unwrap();
+        let door = Door::load(&engine, EMBEDDED_DOOR).unwrap();
+        let manifest =
+            Manifest::parse("name: m\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n")
+                .unwrap();
+        let session = Arc::new(Session::launch(&manifest, "http://127.0.0.1:1".into()).unwrap());
+        let server = Arc::new(Server::new(door.clone(), session.clone()));
+        // Warm up: one of each, so lazily built state is not counted.
+        runtime.block_on(async {
+            let mut store = Store::new(
+                &engine,
+                RequestState::new(session.clone(), StoreLimitsBuilder::new().build()),
+            );
+            door.pre.instantiate_async(&mut store).await.unwrap();
+        });
+
+        let before = rss_kib();
+        let stores: Vec<_> = (0..N)
+            .map(|_| {
+                runtime.block_on(async {
+                    let mut store = Store::new(
+                        &engine,
+                        RequestState::new(session.clone(), StoreLimitsBuilder::new().build()),
+                    );
+                    let proxy = door.pre.instantiate_async(&mut store).await.unwrap();
+                    (store, proxy)
+                })
+            })
+            .collect();
+        let bare = rss_kib();
+        drop(stores);
+
+        let held = rss_kib();
+        let send = |n: usize| {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{n},"method":"SendMessage","params":{{"message":{{"messageId":"m{n}","role":"ROLE_USER","parts":[{{"text":"sleep 100000"}}]}}}}}}"#
+            );
+            hyper::Request::post("/")
+                .header("content-type", "application/json")
+                .header("a2a-version", "1.0")
+                .body(Bytes::from(body))
+                .unwrap()
+        };
+        let waiting: Vec<_> = (0..N)
+            .map(|n| {
+                let server = server.clone();
+                runtime.spawn(async move { server.respond(send(n)).await })
+            })
+            .collect();
+        runtime.block_on(async {
+            while session
+                .tasks
+                .list(
+                    &None,
+                    &crate::imports::task_store::ListQuery {
+                        context_id: None,
+                        state: None,
+                        status_after_ms: None,
+                        after: None,
+                        limit: 1,
+                    },
+                )
+                .unwrap()
+                .total
+                < N as u32
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        });
+        let after = rss_kib();
+        assert!(waiting.iter().all(|w| !w.is_finished()));
+        println!(
+            "RSS {before} KiB with no instance; {N} bare instances: {bare} KiB (+{} KiB each); \
+             {N} held SendMessage: {held} -> {after} KiB (+{} KiB each)",
+            bare.saturating_sub(before) / N as u64,
+            after.saturating_sub(held) / N as u64,
+        );
+        session.close();
+        runtime.block_on(async {
+            for w in waiting {
+                w.await.unwrap();
+            }
+        });
+    }
 
     /// The embedded door is the `door` world: it exports the wasi:http
     /// handler and imports session and tokens beside wasi's own interfaces.

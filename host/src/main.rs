@@ -63,6 +63,11 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = DEFAULT_REPLAY_BUFFER,
               value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 24))]
         replay_buffer: usize,
+        /// Door instances alive at once: each request holds one while it is
+        /// answered, each open stream one for its whole life.
+        #[arg(long, value_name = "N", default_value_t = engine::MAX_INSTANCES,
+              value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        max_instances: u32,
     },
 }
 
@@ -80,6 +85,7 @@ struct Options {
     resume: bool,
     agent: Arc<dyn Agent>,
     replay_buffer: usize,
+    max_instances: u32,
 }
 
 fn main() -> ExitCode {
@@ -101,6 +107,7 @@ fn main() -> ExitCode {
                 agent,
                 agent_cmd,
                 replay_buffer,
+                max_instances,
             },
     } = Cli::parse();
     let agent: Arc<dyn Agent> = match (agent, agent_cmd) {
@@ -115,6 +122,7 @@ fn main() -> ExitCode {
         resume,
         agent,
         replay_buffer,
+        max_instances,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -138,10 +146,11 @@ async fn serve(options: Options) -> anyhow::Result<()> {
         resume,
         agent,
         replay_buffer,
+        max_instances,
     } = options;
     let manifest = Manifest::load(&manifest_path)
         .with_context(|| format!("manifest {}", manifest_path.display()))?;
-    let engine = engine::engine()?;
+    let engine = engine::engine_for(max_instances)?;
     let door = Door::load(&engine, engine::EMBEDDED_DOOR)?;
     let opened = Store::open(&state, resume, tasks::now_ms())?;
 
