@@ -13,6 +13,7 @@ use crate::model::{Caller, Capsule, CompletionRefusal, Origin, ResidueItem, Scop
 use crate::rpc::{self, Id, RpcRequest};
 use crate::security::{self, TASK_ORIGIN, TASK_TRUST};
 use crate::send::{self, Provenance};
+use crate::streams::{self, Stream};
 use crate::task_methods;
 use crate::version;
 
@@ -20,18 +21,34 @@ pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 const FILES_PLANE: &str = "/resources/files";
 const PEER_PLANE: &str = "/resources/peer";
 
+/// What the door answers: a whole response, or a stream.
+pub enum Reply<R> {
+    Whole(Response),
+    Stream(Stream<R>),
+}
+
+impl<R> Reply<R> {
+    /// The whole response; None for a stream.
+    pub fn whole(self) -> Option<Response> {
+        match self {
+            Reply::Whole(response) => Some(response),
+            Reply::Stream(_) => None,
+        }
+    }
+}
+
 /// Answers one request. `read_body` is called at most once, and only when the
 /// check order reaches the body (step 5).
-pub fn handle(
-    imports: &impl Imports,
+pub fn handle<I: Imports>(
+    imports: &I,
     request: &Request,
     read_body: impl FnOnce() -> Vec<u8>,
-) -> Response {
+) -> Reply<I::Reader> {
     let capsule = imports.capsule();
     match check(imports, &capsule, request, read_body) {
-        Ok(response) => response,
-        Err(Answer::Refusal(refusal)) => refused(&refusal, &capsule),
-        Err(Answer::Rpc(id, error)) => rpc::error(&id, &error),
+        Ok(reply) => reply,
+        Err(Answer::Refusal(refusal)) => Reply::Whole(refused(&refusal, &capsule)),
+        Err(Answer::Rpc(id, error)) => Reply::Whole(rpc::error(&id, &error)),
     }
 }
 
@@ -47,15 +64,15 @@ impl From<Refusal> for Answer {
     }
 }
 
-fn check(
-    imports: &impl Imports,
+fn check<I: Imports>(
+    imports: &I,
     capsule: &Capsule,
     request: &Request,
     read_body: impl FnOnce() -> Vec<u8>,
-) -> Result<Response, Answer> {
+) -> Result<Reply<I::Reader>, Answer> {
     // 1. The card and the peer plane need no door token.
     if let Some(response) = public_paths(request, capsule) {
-        return Ok(response);
+        return Ok(Reply::Whole(response));
     }
     // 2. The token, before the path, the body or the method is read.
     let grant = security::authenticate(request, capsule, imports)?;
@@ -220,7 +237,11 @@ struct Call<'a> {
 }
 
 /// Step 14: the method itself.
-fn serve(imports: &impl Imports, capsule: &Capsule, call: &Call) -> Result<Response, RpcError> {
+fn serve<I: Imports>(
+    imports: &I,
+    capsule: &Capsule,
+    call: &Call,
+) -> Result<Reply<I::Reader>, RpcError> {
     let Call {
         request,
         method,
@@ -230,21 +251,44 @@ fn serve(imports: &impl Imports, capsule: &Capsule, call: &Call) -> Result<Respo
         id,
     } = call;
     let (params, caller, id) = (params, caller, *id);
+    let provenance = || Provenance {
+        origin: if is_peer(request) {
+            Origin::Peer
+        } else {
+            Origin::Client
+        },
+        trust: request.header(TASK_TRUST),
+    };
     let result = match *method {
         Method::SendMessage if *completion => {
             let delegation_id = request.header("x-murmur-delegation-id").unwrap_or_default();
-            return send::deliver_completion(imports, params, &delegation_id, id);
+            return send::deliver_completion(imports, params, &delegation_id, id).map(Reply::Whole);
         }
         Method::SendMessage => {
-            let provenance = Provenance {
-                origin: if is_peer(request) {
-                    Origin::Peer
-                } else {
-                    Origin::Client
-                },
-                trust: request.header(TASK_TRUST),
-            };
-            return send::send_message(imports, capsule, params, caller, provenance, id);
+            return send::send_message(imports, capsule, params, caller, provenance(), id)
+                .map(Reply::Whole);
+        }
+        Method::SendStreamingMessage => {
+            let stream = streams::send_streaming_message(
+                imports,
+                capsule,
+                request,
+                params,
+                caller,
+                provenance(),
+                id,
+            )?;
+            return Ok(Reply::Stream(stream));
+        }
+        Method::SubscribeToTask => {
+            return Ok(Reply::Stream(streams::subscribe_to_task(
+                imports, request, params, caller, id,
+            )?));
+        }
+        Method::WatchSession => {
+            return Ok(Reply::Stream(streams::watch_session(
+                imports, capsule, request, id,
+            )));
         }
         Method::GetTask => task_methods::get_task(imports, params, caller)?,
         Method::CancelTask => task_methods::cancel_task(imports, params, caller)?,
@@ -257,19 +301,14 @@ fn serve(imports: &impl Imports, capsule: &Capsule, call: &Call) -> Result<Respo
                 "residue": report.residue.iter().map(residue_item).collect::<Vec<_>>(),
                 "session_id": capsule.session_id,
             });
-            return Ok(rpc::result(id, result).with_header(extensions::HEADER, extensions::DOOR));
+            return Ok(Reply::Whole(
+                rpc::result(id, result).with_header(extensions::HEADER, extensions::DOOR),
+            ));
         }
-        Method::SendStreamingMessage
-        | Method::SubscribeToTask
-        | Method::WatchSession
-        | Method::PushConfig => {
-            return Err(RpcError::internal(format!(
-                "Internal error: {} could not be handed to the session: this door serves no streams yet",
-                method.name()
-            )));
-        }
+        // Step 10 answers the push config methods.
+        Method::PushConfig => return Err(RpcError::push_not_supported()),
     };
-    Ok(rpc::result(id, result))
+    Ok(Reply::Whole(rpc::result(id, result)))
 }
 
 /// A residue item as murmur.StopSession lists it, keys in the reference's

@@ -1,9 +1,9 @@
-//! What the door asks the host: the `session`, `tokens` and `task-store`
+//! What the door asks the host: the `session`, `tokens`, `task-store` and `events`
 //! imports as a trait, so the same rules run in the component and natively
 //! under test.
 
 use crate::model::{
-    Caller, Capsule, CompletionRefusal, Grant, ListQuery, NewTask, Page, StopReport, Task,
+    Caller, Capsule, CompletionRefusal, Grant, ListQuery, NewTask, Next, Page, StopReport, Task,
     TaskError,
 };
 
@@ -42,4 +42,23 @@ pub trait Imports {
     /// Blocks until the task settles or the door closes (`task-store.settled`,
     /// then the pollable's `block`).
     fn wait_settled(&self, caller: &Caller, task_id: &str) -> Result<(), TaskError>;
+
+    /// A reader of the event log (`events.events`).
+    type Reader;
+    /// `events.latest`: the newest event id.
+    fn latest_event(&self) -> u64;
+    /// `events.task-events`.
+    fn task_events(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        after: Option<u64>,
+    ) -> Result<Self::Reader, TaskError>;
+    /// `events.session-events`.
+    fn session_events(&self, after: Option<u64>) -> Self::Reader;
+    /// The reader's next delivery, waiting at most `wait_ms` for one (its
+    /// pollable and a monotonic-clock timer, polled together).
+    fn next_event(&self, reader: &Self::Reader, wait_ms: u64) -> Next;
+    /// A fresh `msg_` id: 32 lowercase hex digits, time-ordered.
+    fn new_message_id(&self) -> String;
 }

@@ -19,12 +19,13 @@ pub mod model;
 pub mod rpc;
 pub mod security;
 pub mod send;
+pub mod streams;
 pub mod task;
 pub mod task_methods;
 pub mod timestamp;
 pub mod version;
 
-pub use door::handle;
+pub use door::{Reply, handle};
 pub use http::{Request, Response};
 pub use imports::Imports;
 

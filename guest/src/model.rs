@@ -298,3 +298,55 @@ pub struct Page {
     pub next: Option<Cursor>,
     pub total: u32,
 }
+
+/// What a task event carries ("events" import).
+#[derive(Clone, Debug, PartialEq)]
+pub enum EventBody {
+    /// A status the task wrote; `message_id` names its status message when
+    /// it is written as it happens.
+    Status {
+        status: Status,
+        message_id: Option<String>,
+    },
+    /// An artifact written whole: response or prompt text, or residue items.
+    Artifact {
+        artifact_id: String,
+        text: Option<String>,
+        residue: Vec<ResidueItem>,
+    },
+    /// A murmur frame: its kind and its fields (a JSON object).
+    Frame {
+        kind: String,
+        body: serde_json::Value,
+    },
+}
+
+/// One event of the session's log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    pub id: u64,
+    pub task_id: String,
+    pub context_id: String,
+    pub body: EventBody,
+}
+
+/// What a stream reads next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Delivery {
+    Event(Event),
+    /// Events after the first id up to the second are no longer buffered.
+    Gap(u64, u64),
+    /// The reader fell behind: events after the first id up to the second
+    /// were dropped.
+    Lagged(u64, u64),
+    /// The door closes.
+    Closed,
+}
+
+/// What waiting on a reader gave.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    Delivery(Delivery),
+    /// Nothing arrived within the wait: time for a heartbeat.
+    Idle,
+}

@@ -34,6 +34,31 @@ pub fn send_message(
     provenance: Provenance,
     id: &Id,
 ) -> Result<Response, RpcError> {
+    let (message, task) = accept(imports, capsule, params, caller, provenance)?;
+    // A rejected task is answered at once; otherwise the task is held until
+    // it settles unless the client asked for returnImmediately.
+    let task = if message.return_immediately || task.status.state == TaskState::Rejected {
+        task
+    } else {
+        imports
+            .wait_settled(caller, &task.id)
+            .map_err(|e| store_error(e, &task.id))?;
+        imports
+            .get(caller, &task.id)
+            .map_err(|e| store_error(e, &task.id))?
+    };
+    Ok(answer(id, &message, &task))
+}
+
+/// Reads the message and hands it to the session: a new task, or the reply
+/// to the task its taskId names. Every refusal comes before anything starts.
+pub fn accept(
+    imports: &impl Imports,
+    capsule: &Capsule,
+    params: &Map<String, Value>,
+    caller: &Caller,
+    provenance: Provenance,
+) -> Result<(Message, Task), RpcError> {
     let message = message::read(params, capsule)?;
     let text = text_for_agent(imports, caller, &message, provenance.trust.as_deref());
     let task = match &message.task_id {
@@ -53,19 +78,7 @@ pub fn send_message(
             .reply(caller, task_id, message.context_id.as_deref(), &text)
             .map_err(|e| continue_error(e, task_id, message.context_id.as_deref()))?,
     };
-    // A rejected task is answered at once; otherwise the task is held until
-    // it settles unless the client asked for returnImmediately.
-    let task = if message.return_immediately || task.status.state == TaskState::Rejected {
-        task
-    } else {
-        imports
-            .wait_settled(caller, &task.id)
-            .map_err(|e| store_error(e, &task.id))?;
-        imports
-            .get(caller, &task.id)
-            .map_err(|e| store_error(e, &task.id))?
-    };
-    Ok(answer(id, &message, &task))
+    Ok((message, task))
 }
 
 fn answer(id: &Id, message: &Message, task: &Task) -> Response {

@@ -80,8 +80,6 @@ pub fn text_part(text: &str) -> Value {
 /// session still ran something at its cancel; each at most once, named by id.
 fn artifact_list(task: &Task) -> Vec<Value> {
     let mut artifacts = Vec::new();
-    let text_artifact =
-        |id: &str, text: &str| json!({"artifactId": id, "name": id, "parts": [text_part(text)]});
     if let (TaskState::Completed, Some(response)) = (task.status.state, &task.response) {
         artifacts.push(text_artifact("response", response));
     }
@@ -89,14 +87,23 @@ fn artifact_list(task: &Task) -> Vec<Value> {
         artifacts.push(text_artifact("prompt", prompt));
     }
     if !task.residue.is_empty() {
-        let parts: Vec<Value> = task
-            .residue
-            .iter()
-            .map(|item| json!({"data": residue_data(item), "mediaType": "application/json"}))
-            .collect();
-        artifacts.push(json!({"artifactId": "residue", "name": "residue", "parts": parts}));
+        artifacts.push(residue_artifact(&task.residue));
     }
     artifacts
+}
+
+/// An artifact of one text part; its id is its name.
+pub fn text_artifact(id: &str, text: &str) -> Value {
+    json!({"artifactId": id, "name": id, "parts": [text_part(text)]})
+}
+
+/// The residue artifact: one data part per item.
+pub fn residue_artifact(residue: &[ResidueItem]) -> Value {
+    let parts: Vec<Value> = residue
+        .iter()
+        .map(|item| json!({"data": residue_data(item), "mediaType": "application/json"}))
+        .collect();
+    json!({"artifactId": "residue", "name": "residue", "parts": parts})
 }
 
 /// A residue item as a cancel's residue artifact carries it ("GetTask").

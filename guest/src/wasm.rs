@@ -6,14 +6,14 @@ use wasip2::http::types::{
     Fields, IncomingBody, IncomingRequest, Method as HttpMethod, OutgoingBody, OutgoingResponse,
     ResponseOutparam,
 };
-use wasip2::io::streams::StreamError;
+use wasip2::io::streams::{OutputStream, StreamError};
 
 use crate::model::{
-    Caller, Capsule, CompletionRefusal, Credential, Cursor, Grant, ImageLimits, ListQuery,
-    MemberStatus, NewTask, Origin, Page, ResidueItem, RunningCommand, Scope, Status, StopReport,
-    Task, TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
+    Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Grant,
+    ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page, ResidueItem, RunningCommand,
+    Scope, Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
 };
-use crate::{Imports, Request, Response};
+use crate::{Imports, Reply, Request, Response};
 
 wit_bindgen::generate!({
     path: "../wit",
@@ -21,7 +21,7 @@ wit_bindgen::generate!({
     with: { "wasi:io/poll@0.2.12": wasip2::io::poll },
 });
 
-use murmur::door::{session, task_store as store, tokens};
+use murmur::door::{events, session, task_store as store, tokens};
 
 struct Door;
 
@@ -34,8 +34,18 @@ impl wasip2::exports::http::incoming_handler::Guest for Door {
             path_with_query: request.path_with_query().unwrap_or_else(|| "/".into()),
             headers: request.headers().entries(),
         };
-        let response = crate::handle(&Host, &head, || read_body(&request));
-        write(out, response);
+        match crate::handle(&Host, &head, || read_body(&request)) {
+            Reply::Whole(response) => write(out, response),
+            Reply::Stream(mut stream) => {
+                let headers = std::mem::take(&mut stream.headers);
+                let Some((body, sink)) = open(out, 200, headers) else {
+                    return;
+                };
+                crate::streams::pump(&Host, stream, &mut |bytes| write_all(&sink, bytes));
+                drop(sink);
+                let _ = OutgoingBody::finish(body, None);
+            }
+        }
     }
 }
 
@@ -74,8 +84,22 @@ fn read_body(request: &IncomingRequest) -> Vec<u8> {
 }
 
 fn write(out: ResponseOutparam, response: Response) {
-    let headers: Vec<(String, Vec<u8>)> = response
-        .headers
+    let Some((body, sink)) = open(out, response.status, response.headers) else {
+        return;
+    };
+    if write_all(&sink, &response.body) {
+        drop(sink);
+        let _ = OutgoingBody::finish(body, None);
+    }
+}
+
+/// Sends the head and returns the body to write.
+fn open(
+    out: ResponseOutparam,
+    status: u16,
+    headers: Vec<(String, String)>,
+) -> Option<(OutgoingBody, OutputStream)> {
+    let headers: Vec<(String, Vec<u8>)> = headers
         .into_iter()
         .map(|(name, value)| (name, value.into_bytes()))
         .collect();
@@ -83,19 +107,20 @@ fn write(out: ResponseOutparam, response: Response) {
         Fields::from_list(&headers).expect("the door writes valid header names and values");
     let outgoing = OutgoingResponse::new(fields);
     outgoing
-        .set_status_code(response.status)
+        .set_status_code(status)
         .expect("the door writes valid status codes");
     let body = outgoing.body().expect("a new response has a body");
     ResponseOutparam::set(out, Ok(outgoing));
-    let stream = body.write().expect("a new body has a stream");
-    for chunk in response.body.chunks(4096) {
-        if stream.blocking_write_and_flush(chunk).is_err() {
-            // The client left; nothing more to write.
-            return;
-        }
-    }
-    drop(stream);
-    let _ = OutgoingBody::finish(body, None);
+    let sink = body.write().ok()?;
+    Some((body, sink))
+}
+
+/// Writes every byte; false once the client has left.
+fn write_all(sink: &OutputStream, bytes: &[u8]) -> bool {
+    // blocking-write-and-flush takes at most 4096 bytes a call.
+    bytes
+        .chunks(4096)
+        .all(|chunk| sink.blocking_write_and_flush(chunk).is_ok())
 }
 
 /// The host's imports, seen through [`Imports`].
@@ -262,6 +287,63 @@ impl Imports for Host {
             .block();
         Ok(())
     }
+
+    type Reader = Reader;
+
+    fn latest_event(&self) -> u64 {
+        events::latest()
+    }
+
+    fn task_events(
+        &self,
+        who: &Caller,
+        task_id: &str,
+        after: Option<u64>,
+    ) -> Result<Reader, TaskError> {
+        events::task_events(&caller(who), task_id, after)
+            .map(Reader::new)
+            .map_err(task_error)
+    }
+
+    fn session_events(&self, after: Option<u64>) -> Reader {
+        Reader::new(events::session_events(after))
+    }
+
+    fn next_event(&self, reader: &Reader, wait_ms: u64) -> Next {
+        if let Some(delivery) = reader.events.next() {
+            return Next::Delivery(from_delivery(delivery));
+        }
+        // Wait on the reader and the heartbeat timer together: the request
+        // holds no thread while the stream is idle. Both pollables live as
+        // long as the stream (the timer until it fires), so a delivery costs
+        // no new host resources.
+        let mut slot = reader.timer.borrow_mut();
+        let timer = slot.get_or_insert_with(|| {
+            wasip2::clocks::monotonic_clock::subscribe_duration(wait_ms.saturating_mul(1_000_000))
+        });
+        loop {
+            wasip2::io::poll::poll(&[&reader.ready, &*timer]);
+            if let Some(delivery) = reader.events.next() {
+                return Next::Delivery(from_delivery(delivery));
+            }
+            if timer.ready() {
+                *slot = None;
+                return Next::Idle;
+            }
+        }
+    }
+
+    fn new_message_id(&self) -> String {
+        // Time-ordered: the wall clock's milliseconds, then random bits.
+        let now = wasip2::clocks::wall_clock::now();
+        let ms = now.seconds * 1000 + u64::from(now.nanoseconds / 1_000_000);
+        let random = wasip2::random::random::get_random_bytes(10);
+        let mut id = format!("msg_{:012x}", ms & 0xffff_ffff_ffff);
+        for byte in random {
+            id.push_str(&format!("{byte:02x}"));
+        }
+        id
+    }
 }
 
 fn completion_refusal(refusal: session::CompletionRefusal) -> CompletionRefusal {
@@ -368,5 +450,60 @@ fn residue_item(item: session::ResidueItem) -> ResidueItem {
             child_session_id: d.child_session_id,
             child_workdir: d.child_workdir,
         },
+    }
+}
+
+fn from_delivery(delivery: events::Delivery) -> Delivery {
+    match delivery {
+        events::Delivery::Event(event) => Delivery::Event(Event {
+            id: event.id,
+            task_id: event.task_id,
+            context_id: event.context_id,
+            body: match event.body {
+                events::EventBody::Status(update) => EventBody::Status {
+                    status: Status {
+                        state: from_store_state(update.status.state),
+                        message: update.status.message,
+                        timestamp_ms: update.status.timestamp_ms,
+                    },
+                    message_id: update.message_id,
+                },
+                events::EventBody::Artifact(artifact) => EventBody::Artifact {
+                    artifact_id: artifact.artifact_id,
+                    text: artifact.text,
+                    residue: artifact.residue.into_iter().map(residue_item).collect(),
+                },
+                events::EventBody::Frame(frame) => EventBody::Frame {
+                    kind: frame.kind,
+                    // The frame's fields are opaque JSON from the agent; an
+                    // unreadable body carries no fields.
+                    body: serde_json::from_str(&frame.body)
+                        .unwrap_or_else(|_| serde_json::json!({})),
+                },
+            },
+        }),
+        events::Delivery::Gap((after, through)) => Delivery::Gap(after, through),
+        events::Delivery::Lagged((after, through)) => Delivery::Lagged(after, through),
+        events::Delivery::Closed => Delivery::Closed,
+    }
+}
+
+/// A reader of the event log with the pollables it waits on. Fields drop in
+/// order: the reader's pollable before the reader it belongs to.
+struct Reader {
+    ready: wasip2::io::poll::Pollable,
+    /// The heartbeat timer, from the first idle wait until it fires.
+    timer: std::cell::RefCell<Option<wasip2::io::poll::Pollable>>,
+    events: events::Events,
+}
+
+impl Reader {
+    fn new(events: events::Events) -> Reader {
+        let ready = events.subscribe();
+        Reader {
+            ready,
+            timer: std::cell::RefCell::new(None),
+            events,
+        }
     }
 }

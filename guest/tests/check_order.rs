@@ -6,8 +6,15 @@ mod common;
 use std::cell::Cell;
 
 use common::{FakeHost as Fake, post};
-use murmur_door_guest::{Request, handle};
+use murmur_door_guest::{Imports, Request, Response};
 use serde_json::{Value, json};
+
+/// A request the door answers whole.
+fn handle<I: Imports>(imports: &I, request: &Request, body: impl FnOnce() -> Vec<u8>) -> Response {
+    murmur_door_guest::handle(imports, request, body)
+        .whole()
+        .expect("a whole answer")
+}
 
 fn body_of(response: &murmur_door_guest::Response) -> Value {
     serde_json::from_slice(&response.body).unwrap()

@@ -47,6 +47,12 @@ pub struct RequestState {
 struct NoOutgoingRequests;
 
 impl WasiHttpHooks for NoOutgoingRequests {
+    /// A stream's events queue up to this many writes ahead of the socket, so
+    /// the door does not wait on the connection's task for every event.
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        32
+    }
+
     fn send_request(
         &mut self,
         _request: hyper::Request<HyperOutgoingBody>,

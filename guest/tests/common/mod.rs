@@ -5,9 +5,12 @@
 
 use std::cell::{Cell, RefCell};
 
+use std::collections::VecDeque;
+
 use murmur_door_guest::model::{
-    Caller, Capsule, CompletionRefusal, Credential, Grant, ImageLimits, ListQuery, NewTask, Page,
-    Scope, Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
+    Caller, Capsule, CompletionRefusal, Credential, Delivery, Event, Grant, ImageLimits, ListQuery,
+    NewTask, Next, Page, Scope, Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata,
+    TaskState, Transport,
 };
 use murmur_door_guest::{Imports, Request, Response};
 use serde_json::Value;
@@ -25,6 +28,12 @@ pub struct FakeHost {
     pub settles_as: Cell<TaskState>,
     /// Start answers rejected (the capsule is busy).
     pub busy: Cell<bool>,
+    /// The event log: deliveries every reader opened from now on reads, in
+    /// order, before the door closes.
+    pub log: RefCell<Vec<Delivery>>,
+    pub opened: RefCell<Vec<(Option<String>, Option<u64>)>>,
+    /// Waits that time out (a heartbeat each) before the log is read.
+    pub idle_waits: Cell<u32>,
     next: Cell<u64>,
 }
 
@@ -59,6 +68,9 @@ impl FakeHost {
             waits: Cell::new(0),
             settles_as: Cell::new(TaskState::Completed),
             busy: Cell::new(false),
+            log: RefCell::default(),
+            opened: RefCell::default(),
+            idle_waits: Cell::new(0),
             next: Cell::new(1),
         }
     }
@@ -248,6 +260,44 @@ impl Imports for FakeHost {
         }
     }
 
+    type Reader = RefCell<VecDeque<Delivery>>;
+
+    fn latest_event(&self) -> u64 {
+        40
+    }
+
+    fn task_events(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        after: Option<u64>,
+    ) -> Result<Self::Reader, TaskError> {
+        self.find(caller, task_id)?;
+        self.opened
+            .borrow_mut()
+            .push((Some(task_id.to_string()), after));
+        Ok(RefCell::new(self.log.borrow().iter().cloned().collect()))
+    }
+
+    fn session_events(&self, after: Option<u64>) -> Self::Reader {
+        self.opened.borrow_mut().push((None, after));
+        RefCell::new(self.log.borrow().iter().cloned().collect())
+    }
+
+    /// The log in order, then the door closes.
+    fn next_event(&self, reader: &Self::Reader, _wait_ms: u64) -> Next {
+        if self.idle_waits.get() > 0 {
+            self.idle_waits.set(self.idle_waits.get() - 1);
+            return Next::Idle;
+        }
+        Next::Delivery(reader.borrow_mut().pop_front().unwrap_or(Delivery::Closed))
+    }
+
+    fn new_message_id(&self) -> String {
+        let n = self.next.replace(self.next.get() + 1);
+        format!("msg_{n:032x}")
+    }
+
     fn wait_settled(&self, caller: &Caller, task_id: &str) -> Result<(), TaskError> {
         self.waits.set(self.waits.get() + 1);
         self.find(caller, task_id)?;
@@ -272,7 +322,19 @@ pub fn post(headers: &[(&str, &str)]) -> Request {
 
 /// Sends `body` as a JSON-RPC request and parses the answer.
 pub fn call(host: &FakeHost, headers: &[(&str, &str)], body: &str) -> (Response, Value) {
-    let response = murmur_door_guest::handle(host, &post(headers), || body.as_bytes().to_vec());
+    let response = murmur_door_guest::handle(host, &post(headers), || body.as_bytes().to_vec())
+        .whole()
+        .unwrap();
     let value = serde_json::from_slice(&response.body).unwrap();
     (response, value)
+}
+
+/// An event of the log.
+pub fn event(id: u64, task_id: &str, body: murmur_door_guest::model::EventBody) -> Delivery {
+    Delivery::Event(Event {
+        id,
+        task_id: task_id.into(),
+        context_id: "ctx_1".into(),
+        body,
+    })
 }

@@ -1,0 +1,386 @@
+//! The streams ("murmur.WatchSession", "SubscribeToTask", the stream
+//! extension): SendStreamingMessage, SubscribeToTask and murmur.WatchSession
+//! over `text/event-stream`.
+//!
+//! Each event is `id: N` (for an event of the session's log) and `data: ` one
+//! JSON-RPC response whose `result` is a StreamResponse and whose `id` echoes
+//! the request's. Murmur's frames ride in a message's metadata under the
+//! stream extension's URI, sent only when the stream extension is active.
+//!
+//! How each stream ends:
+//! - SendStreamingMessage follows the one turn its message starts or
+//!   continues: it ends after the task's terminal status, or after the task
+//!   pauses in TASK_STATE_INPUT_REQUIRED; the reply, sent with
+//!   SendStreamingMessage naming the task, opens the stream of the next turn.
+//! - SubscribeToTask follows the task to its end, through input-required and
+//!   the reply's resumed TASK_STATE_WORKING.
+//! - murmur.WatchSession follows every task until the door closes.
+
+use serde_json::{Map, Value, json};
+
+use crate::errors::RpcError;
+use crate::extensions;
+use crate::http::Request;
+use crate::imports::Imports;
+use crate::model::{Caller, Capsule, Delivery, Event, EventBody, Next, TaskState, Transport};
+use crate::rpc::Id;
+use crate::send::{self, Provenance, store_error};
+use crate::task::{self, Artifacts};
+
+/// An idle stream writes a comment this often so proxies keep it open.
+pub const HEARTBEAT_MS: u64 = 15_000;
+
+/// The SSE comment an idle stream writes.
+pub const HEARTBEAT: &[u8] = b": heartbeat\n\n";
+
+/// A stream the door opened: its head, what it writes first, and what it
+/// follows after.
+pub struct Stream<R> {
+    pub headers: Vec<(String, String)>,
+    id: Id,
+    /// Written first, unnumbered: connection-ack, the opening task.
+    opening: Vec<Value>,
+    /// None: the stream ends after its opening (a rejected task).
+    reader: Option<R>,
+    follow: Follow,
+    /// The stream extension is active: frames are written.
+    frames: bool,
+}
+
+enum Follow {
+    /// One task: ends after its terminal status, or its pause when
+    /// `until_paused`.
+    Task { until_paused: bool },
+    /// Every task, until the door closes.
+    Session,
+}
+
+/// The head every stream answers with; the A2A-Extensions it used.
+fn headers(used: &[&str]) -> Vec<(String, String)> {
+    let mut headers = vec![
+        ("content-type".to_string(), "text/event-stream".to_string()),
+        ("cache-control".to_string(), "no-cache".to_string()),
+    ];
+    if !used.is_empty() {
+        headers.push((extensions::HEADER.to_string(), used.join(", ")));
+    }
+    headers
+}
+
+/// The request's `A2A-Extensions` names the stream extension.
+fn activates_stream(request: &Request) -> bool {
+    request
+        .header_values(extensions::HEADER)
+        .iter()
+        .flat_map(|value| {
+            value
+                .split(',')
+                .map(str::trim)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .any(|uri| uri == extensions::STREAM)
+}
+
+/// `Last-Event-ID`, when it is an event id.
+fn last_event_id(request: &Request) -> Option<u64> {
+    request.header("last-event-id").and_then(|v| v.parse().ok())
+}
+
+/// SendStreamingMessage: the same checks and refusals as SendMessage, each a
+/// JSON body; a new task refused as busy or closing is a stream of that one
+/// task; otherwise the task, then its events for this turn.
+pub fn send_streaming_message<I: Imports>(
+    imports: &I,
+    capsule: &Capsule,
+    request: &Request,
+    params: &Map<String, Value>,
+    caller: &Caller,
+    provenance: Provenance,
+    id: &Id,
+) -> Result<Stream<I::Reader>, RpcError> {
+    // Noted before the task starts, so its first events are read too.
+    let mark = last_event_id(request).unwrap_or_else(|| imports.latest_event());
+    let (message, task) = send::accept(imports, capsule, params, caller, provenance)?;
+    let frames = activates_stream(request);
+    let mut used = Vec::new();
+    if message.uses_door_extension {
+        used.push(extensions::DOOR);
+    }
+    if frames {
+        used.push(extensions::STREAM);
+    }
+    let opening = vec![json!({"task": task::task(&task, Artifacts::AsHeld)})];
+    let reader = if task.status.state == TaskState::Rejected {
+        None
+    } else {
+        Some(
+            imports
+                .task_events(caller, &task.id, Some(mark))
+                .map_err(|e| store_error(e, &task.id))?,
+        )
+    };
+    Ok(Stream {
+        headers: headers(&used),
+        id: id.clone(),
+        opening,
+        reader,
+        follow: Follow::Task { until_paused: true },
+        frames,
+    })
+}
+
+/// SubscribeToTask: refused as one JSON body when there is no id, the caller
+/// does not see the task, or it has ended; otherwise the task as GetTask
+/// answers it, then its later events until its end.
+pub fn subscribe_to_task<I: Imports>(
+    imports: &I,
+    request: &Request,
+    params: &Map<String, Value>,
+    caller: &Caller,
+    id: &Id,
+) -> Result<Stream<I::Reader>, RpcError> {
+    let task_id = params
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| RpcError::invalid_params("SubscribeToTask requires an id"))?;
+    // The reader first, so no event falls between the snapshot and it.
+    let reader = imports
+        .task_events(caller, task_id, last_event_id(request))
+        .map_err(|e| store_error(e, task_id))?;
+    let task = imports
+        .get(caller, task_id)
+        .map_err(|e| store_error(e, task_id))?;
+    let state = task.status.state;
+    if state.terminal() {
+        return Err(RpcError::unsupported_for_task(
+            format!(
+                "Task {task_id} has ended in {}; there is nothing left to follow",
+                state.wire()
+            ),
+            task_id,
+            state.wire(),
+        ));
+    }
+    let frames = activates_stream(request);
+    Ok(Stream {
+        headers: headers(if frames { &[extensions::STREAM] } else { &[] }),
+        id: id.clone(),
+        opening: vec![json!({"task": task::task(&task, Artifacts::AsHeld)})],
+        reader: Some(reader),
+        follow: Follow::Task {
+            until_paused: false,
+        },
+        frames,
+    })
+}
+
+/// murmur.WatchSession: connection-ack, the replay from Last-Event-ID, then
+/// every task's live events; the stream extension always active.
+pub fn watch_session<I: Imports>(
+    imports: &I,
+    capsule: &Capsule,
+    request: &Request,
+    id: &Id,
+) -> Stream<I::Reader> {
+    let reader = imports.session_events(last_event_id(request));
+    let mode = match capsule.transport {
+        Transport::Http => "stateless",
+        Transport::Process => "stateful",
+    };
+    let ack = frame_message(
+        imports,
+        None,
+        "connection-ack",
+        json!({"frame": "connection-ack", "role": "observer", "conversationMode": mode}),
+    );
+    Stream {
+        headers: headers(&[extensions::DOOR, extensions::STREAM]),
+        id: id.clone(),
+        opening: vec![json!({"message": ack})],
+        reader: Some(reader),
+        follow: Follow::Session,
+        frames: true,
+    }
+}
+
+/// Writes the stream until it ends, or until `sink` says the client left.
+pub fn pump<I: Imports>(
+    imports: &I,
+    stream: Stream<I::Reader>,
+    sink: &mut dyn FnMut(&[u8]) -> bool,
+) {
+    for opening in &stream.opening {
+        if !sink(&sse(None, &stream.id, opening)) {
+            return;
+        }
+    }
+    let Some(reader) = &stream.reader else { return };
+    loop {
+        let delivery = match imports.next_event(reader, HEARTBEAT_MS) {
+            Next::Idle => {
+                if !sink(HEARTBEAT) {
+                    return;
+                }
+                continue;
+            }
+            Next::Delivery(delivery) => delivery,
+        };
+        let (written, ends) = match &delivery {
+            Delivery::Event(event) => (
+                render(imports, event, stream.frames).map(|r| sse(Some(event.id), &stream.id, &r)),
+                ends(&stream.follow, event),
+            ),
+            Delivery::Gap(after, through) | Delivery::Lagged(after, through) => {
+                let kind = if matches!(delivery, Delivery::Gap(..)) {
+                    "gap"
+                } else {
+                    "lagged"
+                };
+                let frame = stream.frames.then(|| {
+                    let message = frame_message(
+                        imports,
+                        None,
+                        kind,
+                        json!({"frame": kind, "after": after, "through": through}),
+                    );
+                    sse(None, &stream.id, &json!({"message": message}))
+                });
+                (frame, false)
+            }
+            Delivery::Closed => {
+                let frame = stream.frames.then(|| {
+                    let message = frame_message(
+                        imports,
+                        None,
+                        "capsule-closed",
+                        json!({"frame": "capsule-closed"}),
+                    );
+                    sse(None, &stream.id, &json!({"message": message}))
+                });
+                (frame, true)
+            }
+        };
+        if written.is_some_and(|bytes| !sink(&bytes)) || ends {
+            return;
+        }
+    }
+}
+
+/// Whether the stream ends after this event.
+fn ends(follow: &Follow, event: &Event) -> bool {
+    let EventBody::Status { status, .. } = &event.body else {
+        return false;
+    };
+    match follow {
+        Follow::Task { until_paused } => {
+            status.state.terminal() || (*until_paused && status.state == TaskState::InputRequired)
+        }
+        Follow::Session => false,
+    }
+}
+
+/// An event as a StreamResponse; None for a frame when frames are off.
+fn render<I: Imports>(imports: &I, event: &Event, frames: bool) -> Option<Value> {
+    match &event.body {
+        EventBody::Status { status, message_id } => {
+            let mut out = Map::new();
+            out.insert("state".into(), json!(status.state.wire()));
+            if let Some(text) = &status.message {
+                let message_id = message_id
+                    .clone()
+                    .unwrap_or_else(|| format!("msg_{}_status", event.task_id));
+                out.insert(
+                    "message".into(),
+                    json!({
+                        "messageId": message_id,
+                        "contextId": event.context_id,
+                        "taskId": event.task_id,
+                        "role": "ROLE_AGENT",
+                        "parts": [stream_text(text)],
+                    }),
+                );
+            }
+            out.insert(
+                "timestamp".into(),
+                json!(crate::timestamp::format_ms(status.timestamp_ms)),
+            );
+            Some(
+                json!({"statusUpdate": {"taskId": event.task_id, "contextId": event.context_id, "status": out}}),
+            )
+        }
+        EventBody::Artifact {
+            artifact_id,
+            text,
+            residue,
+        } => {
+            let artifact = if artifact_id == "residue" {
+                task::residue_artifact(residue)
+            } else {
+                task::text_artifact(artifact_id, text.as_deref().unwrap_or_default())
+            };
+            Some(
+                json!({"artifactUpdate": {"taskId": event.task_id, "contextId": event.context_id, "artifact": artifact}}),
+            )
+        }
+        EventBody::Frame { kind, body } => frames.then(|| {
+            let mut fields = Map::new();
+            fields.insert("frame".into(), json!(kind));
+            if let Some(body) = body.as_object() {
+                fields.extend(
+                    body.iter()
+                        .filter(|(k, _)| *k != "frame")
+                        .map(|(k, v)| (k.clone(), v.clone())),
+                );
+            }
+            let text = body
+                .get("text")
+                .and_then(Value::as_str)
+                .filter(|_| kind == "text")
+                .unwrap_or(kind);
+            json!({"message": frame_message(imports, Some(event), text, Value::Object(fields))})
+        }),
+    }
+}
+
+/// A frame as a message: ROLE_AGENT, one text part, the frame's fields in
+/// metadata under the stream extension's URI.
+fn frame_message<I: Imports>(
+    imports: &I,
+    event: Option<&Event>,
+    text: &str,
+    fields: Value,
+) -> Value {
+    let mut message = Map::new();
+    message.insert("messageId".into(), json!(imports.new_message_id()));
+    if let Some(event) = event {
+        message.insert("contextId".into(), json!(event.context_id));
+        message.insert("taskId".into(), json!(event.task_id));
+    }
+    message.insert("role".into(), json!("ROLE_AGENT"));
+    message.insert("parts".into(), json!([stream_text(text)]));
+    message.insert("metadata".into(), json!({(extensions::STREAM): fields}));
+    Value::Object(message)
+}
+
+/// A text part as the streams write it (the reference's stream examples put
+/// mediaType first).
+fn stream_text(text: &str) -> Value {
+    json!({"mediaType": "text/plain", "text": text})
+}
+
+/// One SSE event: `id: N` when numbered, then one JSON-RPC response. The
+/// envelope is written around the serialized result (no copy of it).
+pub fn sse(event_id: Option<u64>, request_id: &Id, result: &Value) -> Vec<u8> {
+    let mut out = String::with_capacity(256);
+    if let Some(event_id) = event_id {
+        out.push_str(&format!("id: {event_id}\n"));
+    }
+    out.push_str(r#"data: {"jsonrpc":"2.0","id":"#);
+    out.push_str(&request_id.to_string());
+    out.push_str(r#","result":"#);
+    out.push_str(&result.to_string());
+    out.push_str("}\n\n");
+    out.into_bytes()
+}
