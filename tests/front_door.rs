@@ -91,10 +91,6 @@ fn get_task_requires_an_id() -> Value {
     json!({"code": -32602, "message": "GetTask requires an id"})
 }
 
-fn no_streams_yet(method: &str) -> Value {
-    json!({"code": -32603, "message": format!("Internal error: {method} could not be handed to the session: this door serves no streams yet")})
-}
-
 /// An HTTP refusal: the status, the exact body and `www-authenticate`.
 fn assert_refusal(reply: &Reply, status: u16, body: &str, challenge: Option<&str>) {
     assert_eq!(reply.status, status, "{}", reply.text());
@@ -501,24 +497,6 @@ fn step_14_stop_session() {
     assert_eq!(again.json()["id"], json!("s"));
 }
 
-// Step 14 for the streams, until the event log exists: -32603 naming what
-// is missing.
-#[test]
-fn step_14_streams_name_what_is_missing() {
-    let door = Door::start(PUBLIC);
-    for method in [
-        "SendStreamingMessage",
-        "SubscribeToTask",
-        "murmur.WatchSession",
-    ] {
-        assert_rpc_error(
-            &door.rpc(&rpc(method, "{}"), &[]),
-            json!(1),
-            no_streams_yet(method),
-        );
-    }
-}
-
 // Step 2: the token, before the path, the body or the method is read.
 #[test]
 fn step_2_token() {
@@ -767,10 +745,14 @@ fn step_11_scope() {
         json!(1),
         get_task_requires_an_id(),
     );
-    assert_rpc_error(
-        &door.rpc_as(&watcher, &rpc("murmur.WatchSession", "{}")),
-        json!(1),
-        no_streams_yet("murmur.WatchSession"),
+    let auth = format!("Bearer {watcher}");
+    let watch = door.open_stream(
+        &rpc("murmur.WatchSession", "{}"),
+        &[("Authorization", &auth)],
+    );
+    assert_eq!(
+        (watch.status, watch.header("content-type")),
+        (200, Some("text/event-stream"))
     );
     assert_eq!(
         door.rpc_as(&watcher, &rpc("GetExtendedAgentCard", "{}"))

@@ -211,6 +211,11 @@ impl Door {
         self.stderr.try_iter().collect()
     }
 
+    /// The door's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running.
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
@@ -503,5 +508,193 @@ pub fn wait_for(
             task["status"]["state"]
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// An open `text/event-stream` response, read event by event.
+pub struct Sse {
+    stream: TcpStream,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    /// Bytes received and not yet de-chunked.
+    raw: Vec<u8>,
+    /// De-chunked text not yet split into events.
+    text: String,
+    /// The server ended the body (the last chunk) or closed the connection.
+    pub ended: bool,
+    chunked: bool,
+}
+
+/// One SSE event: its `id` line, its data parsed, and whether it was a
+/// comment (a heartbeat).
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub id: Option<u64>,
+    pub data: Value,
+    pub comment: bool,
+}
+
+impl Door {
+    /// POSTs a JSON-RPC request and returns the response as it streams.
+    pub fn open_stream(&self, body: &str, headers: &[(&str, &str)]) -> Sse {
+        let mut head = format!(
+            "POST / HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\nA2A-Version: 1.0\r\ncontent-length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body.as_bytes()).unwrap();
+        let mut sse = Sse {
+            stream,
+            status: 0,
+            headers: Vec::new(),
+            raw: Vec::new(),
+            text: String::new(),
+            ended: false,
+            chunked: false,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !sse.raw.windows(4).any(|w| w == b"\r\n\r\n") {
+            assert!(sse.fill(), "the door closed before its head");
+            assert!(std::time::Instant::now() < deadline, "no response head");
+        }
+        let split = sse.raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&sse.raw[..split]).into_owned();
+        sse.raw.drain(..split + 4);
+        let mut lines = head.split("\r\n");
+        sse.status = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        sse.headers = lines
+            .map(|l| {
+                let (n, v) = l.split_once(':').unwrap();
+                (n.trim().to_ascii_lowercase(), v.trim().to_string())
+            })
+            .collect();
+        sse.chunked = sse.header("transfer-encoding") == Some("chunked");
+        sse
+    }
+}
+
+impl Sse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Reads what arrived; false once the connection is closed.
+    fn fill(&mut self) -> bool {
+        let mut buf = [0u8; 16384];
+        match self.stream.read(&mut buf) {
+            Ok(0) => false,
+            Ok(n) => {
+                self.raw.extend_from_slice(&buf[..n]);
+                true
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Moves complete chunks from `raw` to `text`.
+    fn dechunk(&mut self) {
+        if !self.chunked {
+            self.text
+                .push_str(&String::from_utf8_lossy(&std::mem::take(&mut self.raw)));
+            return;
+        }
+        loop {
+            let Some(end) = self.raw.windows(2).position(|w| w == b"\r\n") else {
+                return;
+            };
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&self.raw[..end]).unwrap().trim(), 16)
+                    .unwrap();
+            if size == 0 {
+                self.ended = true;
+                self.raw.clear();
+                return;
+            }
+            if self.raw.len() < end + 2 + size + 2 {
+                return;
+            }
+            self.text
+                .push_str(std::str::from_utf8(&self.raw[end + 2..end + 2 + size]).unwrap());
+            self.raw.drain(..end + 2 + size + 2);
+        }
+    }
+
+    /// The next event, waiting at most `wait`; None when the stream ended or
+    /// nothing came.
+    pub fn next_within(&mut self, wait: Duration) -> Option<SseEvent> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            self.dechunk();
+            if let Some(at) = self.text.find("\n\n") {
+                let block: String = self.text.drain(..at + 2).collect();
+                let mut event = SseEvent {
+                    id: None,
+                    data: Value::Null,
+                    comment: false,
+                };
+                for line in block.lines() {
+                    if let Some(id) = line.strip_prefix("id: ") {
+                        event.id = Some(id.parse().unwrap());
+                    } else if let Some(data) = line.strip_prefix("data: ") {
+                        event.data = serde_json::from_str(data).unwrap();
+                    } else if line.starts_with(':') {
+                        event.comment = true;
+                    }
+                }
+                return Some(event);
+            }
+            if self.ended || std::time::Instant::now() >= deadline {
+                return None;
+            }
+            if !self.fill() {
+                self.dechunk();
+                self.ended = true;
+            }
+        }
+    }
+
+    /// The next event within 20 s; panics when none comes.
+    pub fn next(&mut self) -> SseEvent {
+        self.next_within(Duration::from_secs(20)).expect("an event")
+    }
+
+    /// Every event until the stream ends (at most 20 s).
+    pub fn rest(&mut self) -> Vec<SseEvent> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut events = Vec::new();
+        while let Some(event) =
+            self.next_within(deadline.saturating_duration_since(std::time::Instant::now()))
+        {
+            events.push(event);
+        }
+        assert!(self.ended, "the stream did not end");
+        events
     }
 }
