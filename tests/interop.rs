@@ -13,6 +13,19 @@
 //! with -32602: that refusal is checked, and the client lists with an
 //! explicit status.
 //!
+//! The streams are driven by the same clients' streaming calls, in their own
+//! scripts: a2a-sdk's streaming `send_message` (SendStreamingMessage) and
+//! `subscribe` (SubscribeToTask), @a2a-js/sdk's `sendMessageStream` and
+//! `resubscribeTask`. Each checks a task stream from its opening task to its
+//! end (the response artifact, then TASK_STATE_COMPLETED), a subscription to
+//! a task started with returnImmediately, a streaming turn that ends at
+//! TASK_STATE_INPUT_REQUIRED while a subscription stays open across the pause
+//! to the streaming reply's end, and the refusals a stream answers as one JSON
+//! body ("SubscribeToTask", "Continuing a task"). On the wire, every SSE event
+//! echoes the request id and its result is an lf.a2a.v1 StreamResponse
+//! (strictly parsed by the Python script; round-tripped through the npm
+//! types by the JS one).
+//!
 //! The steps are scripts in tests/interop/, run against a fresh door each;
 //! they exit non-zero naming the first mismatch. The test installs what they
 //! need itself: the Python client in the virtualenv target/py-venv from
@@ -80,5 +93,25 @@ fn the_npm_a2a_js_sdk_client_drives_the_door() {
         Command::new("node")
             .env("NODE_PATH", modules)
             .arg(interop("a2a_js_client.cjs")),
+    );
+}
+
+#[test]
+fn the_python_a2a_sdk_client_follows_the_streams() {
+    let python = python();
+    drive(
+        "a2a-sdk streams (PyPI)",
+        Command::new(python).arg(interop("a2a_python_streams.py")),
+    );
+}
+
+#[test]
+fn the_npm_a2a_js_sdk_client_follows_the_streams() {
+    let modules = node_modules();
+    drive(
+        "@a2a-js/sdk streams (npm)",
+        Command::new("node")
+            .env("NODE_PATH", modules)
+            .arg(interop("a2a_js_streams.cjs")),
     );
 }

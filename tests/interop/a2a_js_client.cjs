@@ -283,4 +283,7 @@ async function main() {
   console.log("ok: @a2a-js/sdk drove the door");
 }
 
-main();
+// a2a_js_streams.cjs reuses the helpers.
+module.exports = { Mismatch, expect, same, state, artifacts, show, userMessage, send };
+
+if (require.main === module) main();
