@@ -80,7 +80,10 @@ fn main() {
     };
     report("native door: GET card", || {
         assert_eq!(
-            murmur_door_guest::handle(&native, &card, Vec::new).status,
+            murmur_door_guest::handle(&native, &card, Vec::new)
+                .whole()
+                .unwrap()
+                .status,
             200
         );
     });
@@ -94,7 +97,10 @@ fn main() {
     };
     report("native door: refused JSON-RPC", || {
         assert_eq!(
-            murmur_door_guest::handle(&native, &refused, || REFUSED.as_bytes().to_vec()).status,
+            murmur_door_guest::handle(&native, &refused, || REFUSED.as_bytes().to_vec())
+                .whole()
+                .unwrap()
+                .status,
             200
         );
     });
@@ -172,6 +178,25 @@ impl murmur_door_guest::Imports for Native {
     }
     fn wait_settled(&self, _: &guest::Caller, _: &str) -> Result<(), guest::TaskError> {
         Err(no_store())
+    }
+    type Reader = ();
+    fn latest_event(&self) -> u64 {
+        0
+    }
+    fn task_events(
+        &self,
+        _: &guest::Caller,
+        _: &str,
+        _: Option<u64>,
+    ) -> Result<(), guest::TaskError> {
+        Err(no_store())
+    }
+    fn session_events(&self, _: Option<u64>) {}
+    fn next_event(&self, _: &(), _: u64) -> guest::Next {
+        guest::Next::Delivery(guest::Delivery::Closed)
+    }
+    fn new_message_id(&self) -> String {
+        "msg_00000000000000000000000000000000".into()
     }
 }
 
