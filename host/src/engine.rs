@@ -56,30 +56,97 @@ impl Door {
     /// Compiles `bytes`, links it against the host's imports and
     /// pre-instantiates it.
     pub fn load(engine: &Engine, bytes: &[u8]) -> anyhow::Result<Door> {
-        let component = wasm_context(
-            Component::new(engine, bytes),
-            "compiling the door component",
-        )?;
-        let mut linker = Linker::<RequestState>::new(engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        session::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-        token_types::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-        task_store::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-        events::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-        let pre = wasm_context(
-            linker.instantiate_pre(&component),
-            "linking the door component",
-        )?;
-        let pre = wasm_context(
-            ProxyPre::new(pre),
-            "the door component does not export wasi:http/incoming-handler",
-        )?;
-        Ok(Door {
-            pre,
-            digest: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
-        })
+        let component = compile(engine, bytes)?;
+        link(engine, &component, bytes)
     }
+
+    /// [`Door::load`] for a component that is to replace a live door: it must
+    /// be the `door` world as this host serves it (see [`check_world`]).
+    pub fn load_checked(engine: &Engine, bytes: &[u8]) -> anyhow::Result<Door> {
+        let component = compile(engine, bytes)?;
+        check_world(engine, &component)?;
+        link(engine, &component, bytes)
+    }
+}
+
+/// The `murmur:door` interfaces the host answers, without their version.
+pub const HOST_INTERFACES: [&str; 4] = [
+    "murmur:door/session",
+    "murmur:door/tokens",
+    "murmur:door/task-store",
+    "murmur:door/events",
+];
+
+/// The imports a door cannot be our door without: a component that does not
+/// import them answers from state of its own (a door composed with a fixture
+/// provider links fine, and would silently replace the session and tokens).
+pub const REQUIRED_IMPORTS: [&str; 2] = ["murmur:door/session", "murmur:door/tokens"];
+
+/// Whether `component` is a door this host serves: it exports
+/// `wasi:http/incoming-handler`, imports only `wasi:*` and the host's
+/// `murmur:door` interfaces, and imports session and tokens. Linking checks
+/// that each import is one the linker provides, with its types.
+pub fn check_world(engine: &Engine, component: &Component) -> anyhow::Result<()> {
+    let ty = component.component_type();
+    let unversioned = |name: &str| name.split('@').next().unwrap_or(name).to_string();
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| unversioned(n)).collect();
+    anyhow::ensure!(
+        exports.iter().any(|n| n == "wasi:http/incoming-handler"),
+        "the component does not export wasi:http/incoming-handler (it exports {exports:?})"
+    );
+    let imports: Vec<String> = ty.imports(engine).map(|(n, _)| unversioned(n)).collect();
+    let foreign: Vec<&String> = imports
+        .iter()
+        .filter(|n| !n.starts_with("wasi:") && !HOST_INTERFACES.contains(&n.as_str()))
+        .collect();
+    anyhow::ensure!(
+        foreign.is_empty(),
+        "the component imports what the host does not provide: {foreign:?}"
+    );
+    let missing: Vec<&str> = REQUIRED_IMPORTS
+        .into_iter()
+        .filter(|r| !imports.iter().any(|n| n == r))
+        .collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "the component does not import {missing:?}: it would answer from state of its own \
+         (a door composed with a provider), not the host's session"
+    );
+    Ok(())
+}
+
+fn compile(engine: &Engine, bytes: &[u8]) -> anyhow::Result<Component> {
+    wasm_context(
+        Component::new(engine, bytes),
+        "compiling the door component",
+    )
+}
+
+fn link(engine: &Engine, component: &Component, bytes: &[u8]) -> anyhow::Result<Door> {
+    let mut linker = Linker::<RequestState>::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    session::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+    token_types::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+    task_store::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+    events::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+    let pre = wasm_context(
+        linker.instantiate_pre(component),
+        "linking the door component",
+    )?;
+    let pre = wasm_context(
+        ProxyPre::new(pre),
+        "the door component does not export wasi:http/incoming-handler",
+    )?;
+    Ok(Door {
+        pre,
+        digest: digest(bytes),
+    })
+}
+
+/// `sha256:<hex>` of `bytes`.
+pub fn digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// A wasmtime error as an anyhow error, with what the host was doing.
@@ -211,6 +278,7 @@ mod tests {
     fn the_embedded_door_is_the_door_world() {
         let engine = engine().unwrap();
         let component = Component::new(&engine, EMBEDDED_DOOR).unwrap();
+        check_world(&engine, &component).unwrap();
         let ty = component.component_type();
         let exports: Vec<&str> = ty.exports(&engine).map(|(name, _)| name).collect();
         assert_eq!(exports, ["wasi:http/incoming-handler@0.2.12"]);

@@ -3,10 +3,12 @@
 //! the session it keeps.
 
 pub mod agents;
+pub mod control;
 pub mod engine;
 pub mod imports;
 pub mod manifest;
 pub mod server;
 pub mod session;
+pub mod swap;
 pub mod tasks;
 pub mod tokens;

@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
 use murmur_door_host::agents::{Agent, CommandAgent, ScriptAgent};
+use murmur_door_host::control::{CONTROL_PATH, ControlToken};
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::server::Server;
@@ -68,6 +69,14 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = engine::MAX_INSTANCES,
               value_parser = clap::value_parser!(u32).range(1..=100_000))]
         max_instances: u32,
+        /// Serve the door component in this file instead of the embedded
+        /// one; SIGHUP loads it again.
+        #[arg(long, value_name = "FILE")]
+        component: Option<PathBuf>,
+        /// Where the control surface's token is written (mode 0600);
+        /// default `control-token` beside the tokens file.
+        #[arg(long, value_name = "FILE")]
+        control_token_file: Option<PathBuf>,
     },
 }
 
@@ -75,6 +84,11 @@ enum Command {
 enum AgentKind {
     Script,
 }
+
+/// The control token's file name, beside the tokens file by default. Not a
+/// key of the tokens file: its keys are credential names, and a capsule may
+/// declare a credential named `control`.
+const CONTROL_TOKEN_FILE: &str = "control-token";
 
 /// How `serve` runs.
 struct Options {
@@ -86,6 +100,8 @@ struct Options {
     agent: Arc<dyn Agent>,
     replay_buffer: usize,
     max_instances: u32,
+    component: Option<PathBuf>,
+    control_token_file: PathBuf,
 }
 
 fn main() -> ExitCode {
@@ -108,14 +124,21 @@ fn main() -> ExitCode {
                 agent_cmd,
                 replay_buffer,
                 max_instances,
+                component,
+                control_token_file,
             },
     } = Cli::parse();
     let agent: Arc<dyn Agent> = match (agent, agent_cmd) {
         (_, Some(command)) => Arc::new(CommandAgent::new(command)),
         (AgentKind::Script, None) => Arc::new(ScriptAgent),
     };
+    let tokens_file = tokens_file.unwrap_or_else(|| state.join("tokens.json"));
+    let control_token_file =
+        control_token_file.unwrap_or_else(|| tokens_file.with_file_name(CONTROL_TOKEN_FILE));
     let options = Options {
-        tokens_file: tokens_file.unwrap_or_else(|| state.join("tokens.json")),
+        tokens_file,
+        control_token_file,
+        component,
         manifest,
         listen,
         state,
@@ -147,11 +170,21 @@ async fn serve(options: Options) -> anyhow::Result<()> {
         agent,
         replay_buffer,
         max_instances,
+        component,
+        control_token_file,
     } = options;
     let manifest = Manifest::load(&manifest_path)
         .with_context(|| format!("manifest {}", manifest_path.display()))?;
     let engine = engine::engine_for(max_instances)?;
-    let door = Door::load(&engine, engine::EMBEDDED_DOOR)?;
+    let door = match &component {
+        None => Door::load(&engine, engine::EMBEDDED_DOOR)?,
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("reading the door component {}", path.display()))?;
+            Door::load_checked(&engine, &bytes)
+                .with_context(|| format!("the door component {}", path.display()))?
+        }
+    };
     let opened = Store::open(&state, resume, tasks::now_ms())?;
 
     let listener = TcpListener::bind(listen)
@@ -170,6 +203,17 @@ async fn serve(options: Options) -> anyhow::Result<()> {
         .tokens
         .write_file(&tokens_file)
         .with_context(|| format!("writing tokens to {}", tokens_file.display()))?;
+    let control = ControlToken::mint()?;
+    control.write_file(&control_token_file).with_context(|| {
+        format!(
+            "writing the control token to {}",
+            control_token_file.display()
+        )
+    })?;
+    // Installed before the door answers: SIGHUP's default action ends the
+    // process.
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("listening for SIGHUP")?;
 
     tracing::info!(capsule = %manifest.name, version = %manifest.version, session = %session.id(), "session started");
     if resume {
@@ -178,12 +222,25 @@ async fn serve(options: Options) -> anyhow::Result<()> {
     if let Some(archived) = &opened.archived {
         tracing::info!(path = %archived.display(), "previous session archived");
     }
-    tracing::info!(digest = %door.digest, "door component loaded");
+    let source = component
+        .as_ref()
+        .map_or("embedded".to_string(), |p| p.display().to_string());
+    tracing::info!(digest = %door.digest, version = 1, %source, "door component loaded");
     tracing::info!(path = %tokens_file.display(), "tokens written");
+    tracing::info!(path = %control_token_file.display(), surface = CONTROL_PATH, "control token written");
     tracing::info!(%url, "door listening");
 
-    let server = Arc::new(Server::new(door, session.clone()));
-    let serving = tokio::spawn(server.serve(listener));
+    let mut server = Server::new(door, session.clone()).with_control(control);
+    if let Some(path) = component {
+        server = server.with_component_file(path);
+    }
+    let server = Arc::new(server);
+    let serving = tokio::spawn(server.clone().serve(listener));
+    let reloading = tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            server.reload().await;
+        }
+    });
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("listening for SIGTERM")?;
     tokio::select! {
@@ -195,6 +252,7 @@ async fn serve(options: Options) -> anyhow::Result<()> {
     session.close();
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     serving.abort();
+    reloading.abort();
     Ok(())
 }
 

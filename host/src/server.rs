@@ -1,6 +1,7 @@
 //! The HTTP listener: one fresh store and door instance per request.
 
 use std::convert::Infallible;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,29 +18,143 @@ use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
+use crate::control::{self, ControlToken};
 use crate::engine::{Door, MAX_MEMORY_BYTES};
 use crate::imports::RequestState;
 use crate::session::Session;
+use crate::swap::{self, Doors, Serving, Source};
 
 /// The largest request body the host reads.
 pub const MAX_BODY_BYTES: usize = 16 << 20;
 
 pub struct Server {
-    pub door: Door,
+    /// The live door and the previous one.
+    pub doors: Doors,
     pub session: Arc<Session>,
     /// `host:port` of the listener, for requests that name no host.
     listener_authority: hyper::header::HeaderValue,
+    /// The control surface's token; without one the host serves no control
+    /// surface and its path reaches the door.
+    control: Option<ControlToken>,
+    /// The `--component` file SIGHUP reloads.
+    component_file: Option<PathBuf>,
+}
+
+/// A swap that took place.
+pub struct SwapDone {
+    pub swapped: swap::Swapped,
+    /// Compiling, validating, a trial instantiation and the swap itself.
+    pub took: Duration,
 }
 
 impl Server {
+    /// Serves the embedded `door`, with no control surface.
     pub fn new(door: Door, session: Arc<Session>) -> Server {
         let authority = session.capsule.url.trim_start_matches("http://");
         let listener_authority = hyper::header::HeaderValue::from_str(authority)
             .unwrap_or(hyper::header::HeaderValue::from_static("localhost"));
         Server {
-            door,
+            doors: Doors::new(door, swap::EMBEDDED.to_string()),
             session,
             listener_authority,
+            control: None,
+            component_file: None,
+        }
+    }
+
+    /// The door was loaded from `file`, which SIGHUP reloads.
+    pub fn with_component_file(mut self, file: PathBuf) -> Server {
+        let door = self.doors.live().door.clone();
+        self.doors = Doors::new(door, file.display().to_string());
+        self.component_file = Some(file);
+        self
+    }
+
+    /// Serves the control surface, for the bearer of `token`.
+    pub fn with_control(mut self, token: ControlToken) -> Server {
+        self.control = Some(token);
+        self
+    }
+
+    /// Compiles `bytes` off the request path, checks it is a door this host
+    /// serves, instantiates it once in a throwaway store, then makes it the
+    /// live door. On any failure the live door stays and the reason is
+    /// returned.
+    pub async fn swap(&self, bytes: Vec<u8>, source: Source) -> anyhow::Result<SwapDone> {
+        let started = Instant::now();
+        let engine = self.doors.live().door.pre.engine().clone();
+        let door = tokio::task::spawn_blocking(move || Door::load_checked(&engine, &bytes))
+            .await
+            .map_err(|e| anyhow::anyhow!("the compiling task failed: {e}"))?;
+        let door = match door {
+            Ok(door) => door,
+            Err(e) => {
+                tracing::warn!(%source, error = %format!("{e:#}"), "door swap refused");
+                return Err(e);
+            }
+        };
+        if let Err(e) = self.trial(&door).await {
+            tracing::warn!(%source, digest = %door.digest, error = %format!("{e:#}"), "door swap refused");
+            return Err(e);
+        }
+        let swapped = self.doors.install(door, source);
+        let took = started.elapsed();
+        tracing::info!(
+            old_version = swapped.old.version,
+            old_digest = %swapped.old.door.digest,
+            version = swapped.new.version,
+            digest = %swapped.new.door.digest,
+            source = %swapped.new.source,
+            millis = took.as_millis() as u64,
+            "door swapped"
+        );
+        Ok(SwapDone { swapped, took })
+    }
+
+    /// Instantiates `door` once in a store of its own, answering nothing.
+    async fn trial(&self, door: &Door) -> anyhow::Result<()> {
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(MAX_MEMORY_BYTES)
+            .instances(8)
+            .build();
+        let mut store = Store::new(
+            door.pre.engine(),
+            RequestState::new(self.session.clone(), limits),
+        );
+        store.limiter(|state| &mut state.limits);
+        door.pre
+            .instantiate_async(&mut store)
+            .await
+            .map(drop)
+            .map_err(|e| anyhow::Error::from(e).context("instantiating the door component"))
+    }
+
+    /// Makes the previous door live again; None when there is none.
+    pub fn rollback(&self) -> Option<swap::Swapped> {
+        let swapped = self.doors.rollback()?;
+        tracing::info!(
+            old_version = swapped.old.version,
+            old_digest = %swapped.old.door.digest,
+            version = swapped.new.version,
+            digest = %swapped.new.door.digest,
+            "door rolled back"
+        );
+        Some(swapped)
+    }
+
+    /// SIGHUP: loads the `--component` file again and swaps to it.
+    pub async fn reload(&self) {
+        let Some(file) = &self.component_file else {
+            tracing::info!("SIGHUP: serving the embedded door, no --component file to reload");
+            return;
+        };
+        tracing::info!(path = %file.display(), "SIGHUP: reloading the door component");
+        match tokio::fs::read(file).await {
+            // A refusal is logged by swap.
+            Ok(bytes) => drop(self.swap(bytes, file.display().to_string()).await),
+            Err(e) => {
+                tracing::warn!(path = %file.display(), error = %e, "door swap refused: the file cannot be read")
+            }
         }
     }
 
@@ -78,27 +193,47 @@ impl Server {
         let method = request.method().clone();
         let path = request.uri().path().to_string();
         let (parts, body) = request.into_parts();
+        if let Some(token) = self.control.as_ref().filter(|_| control::is_control(&path)) {
+            let response = control::answer(&self, token, parts, body).await;
+            tracing::debug!(%method, %path, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, "control request");
+            return Ok(response);
+        }
+        let serving = self.doors.serving();
+        let version = serving.live().version;
         let response = match Limited::new(body, MAX_BODY_BYTES).collect().await {
             Ok(body) => {
-                self.respond(Request::from_parts(parts, body.to_bytes()))
+                self.respond_on(serving, Request::from_parts(parts, body.to_bytes()))
                     .await
             }
             Err(e) if e.is::<http_body_util::LengthLimitError>() => Failure::TooLarge.response(),
             Err(_) => Failure::ClientGone.response(),
         };
-        tracing::debug!(%method, %path, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, "request");
+        tracing::debug!(%method, %path, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, door = version, "request");
         Ok(response)
     }
 
     /// Runs a fresh door instance on a request whose body has been read.
     pub async fn respond(&self, request: Request<Bytes>) -> Response<HyperOutgoingBody> {
-        match self.run(request).await {
+        self.respond_on(self.doors.serving(), request).await
+    }
+
+    /// Runs a fresh instance of the door version `serving` holds.
+    async fn respond_on(
+        &self,
+        serving: Serving,
+        request: Request<Bytes>,
+    ) -> Response<HyperOutgoingBody> {
+        match self.run(serving, request).await {
             Ok(response) => response,
             Err(failure) => failure.response(),
         }
     }
 
-    async fn run(&self, request: Request<Bytes>) -> Result<Response<HyperOutgoingBody>, Failure> {
+    async fn run(
+        &self,
+        serving: Serving,
+        request: Request<Bytes>,
+    ) -> Result<Response<HyperOutgoingBody>, Failure> {
         let (mut parts, body) = request.into_parts();
         // wasi:http needs an authority; a request without a usable Host
         // (HTTP/1.0, a malformed value) reaches the door as sent to this
@@ -123,7 +258,7 @@ impl Server {
             .instances(8)
             .build();
         let mut store = Store::new(
-            self.door.pre.engine(),
+            serving.live().door.pre.engine(),
             RequestState::new(self.session.clone(), limits),
         );
         store.limiter(|state| &mut state.limits);
@@ -140,14 +275,18 @@ impl Server {
             .map_err(Failure::host)?;
 
         // The door runs in its own task so a body it streams can outlive the
-        // response head.
-        let pre = self.door.pre.clone();
+        // response head. The task holds the door version until the guest
+        // returns, after the body's last write: a stream opened on one
+        // version finishes on it, whatever was swapped in meanwhile.
         let task = tokio::spawn(async move {
+            let pre = &serving.live().door.pre;
             let proxy = pre.instantiate_async(&mut store).await?;
-            proxy
+            let answered = proxy
                 .wasi_http_incoming_handler()
                 .call_handle(&mut store, incoming, outparam)
-                .await
+                .await;
+            tracing::debug!(door = serving.live().version, "door instance done");
+            answered
         });
 
         match receiver.await {

@@ -102,46 +102,7 @@ impl Tokens {
     /// Writes `{"operator": "<token>", "<credential>": "<token>", ...}` with
     /// mode 0600, atomically replacing `path`: a reader never sees half a file.
     pub fn write_file(&self, path: &Path) -> anyhow::Result<()> {
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        let file_name = path
-            .file_name()
-            .with_context(|| format!("the tokens path {} names no file", path.display()))?;
-        // Only the owner may look into a directory created for tokens.
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-
-        let json = self.json()?;
-        let tmp = dir.join(format!(
-            ".{}.{}.tmp",
-            file_name.to_string_lossy(),
-            hex::encode(random::<8>()?)
-        ));
-        // create_new: never follow a symlink or reuse a file someone else put there.
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        let written = file
-            .write_all(json.as_bytes())
-            .and_then(|()| file.sync_all())
-            .and_then(|()| fs::rename(&tmp, path));
-        if let Err(err) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(err).with_context(|| format!("cannot write {}", path.display()));
-        }
-        // Make the rename durable too; not every filesystem can sync a directory.
-        if let Ok(dir) = File::open(dir) {
-            let _ = dir.sync_all();
-        }
-        Ok(())
+        write_secret(path, &self.json()?)
     }
 
     fn json(&self) -> anyhow::Result<String> {
@@ -152,6 +113,50 @@ impl Tokens {
             .collect();
         Ok(serde_json::to_string_pretty(&object)? + "\n")
     }
+}
+
+/// Writes `contents` to `path` with mode 0600, atomically replacing it: a
+/// reader never sees half a file. A directory it creates is the owner's only.
+pub(crate) fn write_secret(path: &Path, contents: &str) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let file_name = path
+        .file_name()
+        .with_context(|| format!("the path {} names no file", path.display()))?;
+    // Only the owner may look into a directory created for tokens.
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        file_name.to_string_lossy(),
+        hex::encode(random::<8>()?)
+    ));
+    // create_new: never follow a symlink or reuse a file someone else put there.
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("cannot create {}", tmp.display()))?;
+    let written = file
+        .write_all(contents.as_bytes())
+        .and_then(|()| file.sync_all())
+        .and_then(|()| fs::rename(&tmp, path));
+    if let Err(err) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(err).with_context(|| format!("cannot write {}", path.display()));
+    }
+    // Make the rename durable too; not every filesystem can sync a directory.
+    if let Ok(dir) = File::open(dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
 }
 
 impl fmt::Debug for Tokens {
@@ -168,7 +173,7 @@ impl fmt::Debug for Tokens {
     }
 }
 
-fn random<const N: usize>() -> anyhow::Result<[u8; N]> {
+pub(crate) fn random<const N: usize>() -> anyhow::Result<[u8; N]> {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).map_err(|err| anyhow!("the OS random generator failed: {err}"))?;
     Ok(bytes)

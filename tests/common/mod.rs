@@ -101,7 +101,7 @@ impl Door {
         Door::launch(manifest, state, extra, "info")
     }
 
-    fn launch(manifest: &Path, state: tempdir::TempDir, extra: &[&str], level: &str) -> Door {
+    pub fn launch(manifest: &Path, state: tempdir::TempDir, extra: &[&str], level: &str) -> Door {
         let tokens_file = state.path().join("tokens.json");
         let mut child = Command::new(binary())
             .arg("serve")

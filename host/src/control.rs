@@ -1,0 +1,210 @@
+//! The control surface: the operator's view of the door versions and the
+//! way to swap them, on the door's own listener under [`CONTROL_PATH`].
+//!
+//! The host answers it before a request reaches the door (the reference's
+//! check order serves it without a door token), with its own token: minted
+//! at launch, 256 bits from the OS RNG, written to its own file (mode 0600)
+//! and compared in constant time.
+//!
+//! - `GET  CONTROL_PATH` → `{"live": {...}, "previous": {...} | null}`
+//! - `POST CONTROL_PATH/swap`, the component's bytes as the body, or
+//!   `{"path": "..."}` (`content-type: application/json`) to load a file →
+//!   the new status and how long the swap took; 422 with the reason when the
+//!   component is refused (the live door keeps serving)
+//! - `POST CONTROL_PATH/rollback` → the previous door is live again; 409
+//!   when there is none
+
+use std::path::Path;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, Response, StatusCode};
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+
+use crate::server::Server;
+use crate::tokens;
+
+/// Under `/.well-known/`: RFC 8615 reserves the prefix, so no path the door
+/// serves (`/`, the card, the resource planes) nor any future A2A route can
+/// collide with it, and it sits beside the card the host already publishes.
+pub const CONTROL_PATH: &str = "/.well-known/murmur/control";
+
+/// The largest component the control surface reads.
+pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
+
+/// The control token.
+pub struct ControlToken(String);
+
+impl ControlToken {
+    /// 256 bits from the OS RNG, as 64 lowercase hex characters.
+    pub fn mint() -> anyhow::Result<ControlToken> {
+        Ok(ControlToken(hex::encode(tokens::random::<32>()?)))
+    }
+
+    /// Whether `presented` is the token, in constant time.
+    pub fn verify(&self, presented: &str) -> bool {
+        bool::from(presented.as_bytes().ct_eq(self.0.as_bytes()))
+    }
+
+    /// Writes the token and a newline, mode 0600, atomically.
+    pub fn write_file(&self, path: &Path) -> anyhow::Result<()> {
+        tokens::write_secret(path, &format!("{}\n", self.0))
+    }
+}
+
+impl std::fmt::Debug for ControlToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ControlToken(..)")
+    }
+}
+
+/// Whether `path` is the control surface's.
+pub fn is_control(path: &str) -> bool {
+    path.strip_prefix(CONTROL_PATH)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Answers a request to the control surface.
+pub async fn answer(
+    server: &Server,
+    token: &ControlToken,
+    parts: hyper::http::request::Parts,
+    body: Incoming,
+) -> Response<HyperOutgoingBody> {
+    let presented = parts
+        .headers
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Before the body is read: a stranger's upload is not compiled, nor read.
+    if !token.verify(presented) {
+        return unauthorized();
+    }
+    let action = &parts.uri.path()[CONTROL_PATH.len()..];
+    match (action, &parts.method) {
+        ("", &Method::GET) => json_response(StatusCode::OK, server.doors.status()),
+        ("/swap", &Method::POST) => {
+            let body = match Limited::new(body, MAX_COMPONENT_BYTES).collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                    return error(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "payload_too_large",
+                        format!("a component is at most {MAX_COMPONENT_BYTES} bytes"),
+                    );
+                }
+                Err(_) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "bad_request",
+                        "the request body could not be read".into(),
+                    );
+                }
+            };
+            swap(server, &parts, body).await
+        }
+        ("/rollback", &Method::POST) => match server.rollback() {
+            Some(_) => json_response(StatusCode::OK, server.doors.status()),
+            None => error(
+                StatusCode::CONFLICT,
+                "no_previous",
+                "there is no previous door to roll back to".into(),
+            ),
+        },
+        ("" | "/swap" | "/rollback", _) => error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("{} is not served on {}", parts.method, parts.uri.path()),
+        ),
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!(
+                "the control surface serves {CONTROL_PATH}, {CONTROL_PATH}/swap and {CONTROL_PATH}/rollback"
+            ),
+        ),
+    }
+}
+
+async fn swap(
+    server: &Server,
+    parts: &hyper::http::request::Parts,
+    body: Bytes,
+) -> Response<HyperOutgoingBody> {
+    let is_json = parts
+        .headers
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|h| h.split(';').next().unwrap_or("").trim() == "application/json");
+    let (bytes, source) = if is_json {
+        let path = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| v.get("path").and_then(Value::as_str).map(str::to_string));
+        let Some(path) = path else {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                r#"a JSON body is {"path": "<component file>"}"#.into(),
+            );
+        };
+        match tokio::fs::read(&path).await {
+            Ok(bytes) => (bytes, path),
+            Err(e) => {
+                return error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "refused",
+                    format!("reading {path}: {e}"),
+                );
+            }
+        }
+    } else {
+        (body.to_vec(), "upload".to_string())
+    };
+    match server.swap(bytes, source).await {
+        Ok(swapped) => {
+            let mut status = server.doors.status();
+            status["tookMs"] = json!(swapped.took.as_secs_f64() * 1000.0);
+            json_response(StatusCode::OK, status)
+        }
+        Err(e) => error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "refused",
+            format!("{e:#}; the live door keeps serving"),
+        ),
+    }
+}
+
+fn unauthorized() -> Response<HyperOutgoingBody> {
+    let mut response = error(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "the control surface needs Authorization: Bearer <control token>".into(),
+    );
+    response.headers_mut().insert(
+        hyper::header::WWW_AUTHENTICATE,
+        hyper::header::HeaderValue::from_static("Bearer"),
+    );
+    response
+}
+
+fn error(status: StatusCode, code: &str, message: String) -> Response<HyperOutgoingBody> {
+    json_response(status, json!({"error": code, "message": message}))
+}
+
+fn json_response(status: StatusCode, body: Value) -> Response<HyperOutgoingBody> {
+    let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON value serializes"));
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .header("cache-control", "no-store")
+        .body(
+            Full::new(bytes)
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        )
+        .expect("a valid response")
+}

@@ -1,0 +1,183 @@
+//! The live door and the one before it. Each request takes the live door
+//! lock-free and holds it until its response body ends, so a stream opened
+//! on one version finishes on it; a swap replaces the live door atomically
+//! and keeps the one it replaced for a rollback.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use serde_json::{Value, json};
+
+use crate::engine::Door;
+use crate::tasks;
+
+/// Where a door's component came from: `embedded`, a file's path, or
+/// `upload` (bytes sent to the control surface).
+pub type Source = String;
+
+/// The source of the door built into the binary.
+pub const EMBEDDED: &str = "embedded";
+
+/// One loaded version of the door.
+pub struct Live {
+    pub door: Door,
+    /// 1 for the door loaded at launch, then one more for each swap.
+    pub version: u64,
+    pub source: Source,
+    pub loaded_at_ms: i64,
+    /// Requests holding this version: answering, or streaming their body.
+    in_flight: AtomicU64,
+}
+
+impl Live {
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// What the control surface reports of it.
+    pub fn describe(&self) -> Value {
+        json!({
+            "version": self.version,
+            "digest": self.door.digest,
+            "loadedAt": rfc3339(self.loaded_at_ms),
+            "source": self.source,
+            "inFlight": self.in_flight(),
+        })
+    }
+}
+
+/// A request's hold on the door version that serves it, counted in
+/// [`Live::in_flight`] until dropped.
+pub struct Serving(Arc<Live>);
+
+impl Serving {
+    pub fn live(&self) -> &Live {
+        &self.0
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What a swap or a rollback changed.
+pub struct Swapped {
+    pub old: Arc<Live>,
+    pub new: Arc<Live>,
+}
+
+pub struct Doors {
+    live: ArcSwap<Live>,
+    /// The door before the live one, and the next version number. Swaps
+    /// take this lock; requests never do.
+    slots: Mutex<Slots>,
+}
+
+struct Slots {
+    previous: Option<Arc<Live>>,
+    next_version: u64,
+}
+
+impl Doors {
+    /// `door` live as version 1.
+    pub fn new(door: Door, source: Source) -> Doors {
+        Doors {
+            live: ArcSwap::from_pointee(Live {
+                door,
+                version: 1,
+                source,
+                loaded_at_ms: tasks::now_ms(),
+                in_flight: AtomicU64::new(0),
+            }),
+            slots: Mutex::new(Slots {
+                previous: None,
+                next_version: 2,
+            }),
+        }
+    }
+
+    /// The live door, for one request.
+    pub fn serving(&self) -> Serving {
+        let live = self.live.load_full();
+        live.in_flight.fetch_add(1, Ordering::Relaxed);
+        Serving(live)
+    }
+
+    pub fn live(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
+
+    /// Makes `door` live as the next version; the live one becomes the
+    /// previous.
+    pub fn install(&self, door: Door, source: Source) -> Swapped {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let new = Arc::new(Live {
+            door,
+            version: slots.next_version,
+            source,
+            loaded_at_ms: tasks::now_ms(),
+            in_flight: AtomicU64::new(0),
+        });
+        slots.next_version += 1;
+        let old = self.live.swap(new.clone());
+        slots.previous = Some(old.clone());
+        Swapped { old, new }
+    }
+
+    /// Makes the previous door live again (its version and digest); the live
+    /// one becomes the previous, so a second rollback undoes the first.
+    pub fn rollback(&self) -> Option<Swapped> {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let new = slots.previous.take()?;
+        let old = self.live.swap(new.clone());
+        slots.previous = Some(old.clone());
+        Some(Swapped { old, new })
+    }
+
+    /// `{"live": {...}, "previous": {...} | null}`.
+    pub fn status(&self) -> Value {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        json!({
+            "live": self.live.load().describe(),
+            "previous": slots.previous.as_ref().map(|p| p.describe()),
+        })
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` of milliseconds since the epoch.
+fn rfc3339(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_798_675_200_123), "2026-12-31T00:00:00.123Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+}
