@@ -445,6 +445,50 @@ fn a_component_that_is_not_our_door_is_refused() {
     );
 }
 
+/// The standalone door (`tools/compose`: the door with the fixture plugged
+/// into its `murmur:door` imports), as tests/standalone.rs builds it: it
+/// links, but answers from the fixture's state, not the session's.
+fn composed() -> Vec<u8> {
+    let root = common::root();
+    let out = root.join("target/standalone/door-standalone.wasm");
+    if !out.exists() {
+        let tool_dir = root.join("target/standalone/tool");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = std::process::Command::new(&cargo);
+        build
+            .current_dir(&root)
+            .args(["build", "--release", "-p", "murmur-door-compose"])
+            .arg("--target-dir")
+            .arg(&tool_dir);
+        for var in ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTFLAGS"] {
+            build.env_remove(var);
+        }
+        common::setup::run(&mut build).unwrap();
+        common::setup::run(
+            std::process::Command::new(tool_dir.join("release/murmur-door-compose"))
+                .env_remove("CARGO_TARGET_DIR"),
+        )
+        .unwrap();
+    }
+    std::fs::read(out).unwrap()
+}
+
+#[test]
+fn the_door_composed_with_a_provider_is_refused() {
+    let door = Door::start(MANIFEST);
+    let token = control_token(&door);
+    let (code, answer) = swap(&door, &token, &composed());
+    assert_eq!(code, 422, "{answer}");
+    assert!(
+        answer["message"].as_str().unwrap().contains(
+            "does not import [\"murmur:door/session\", \"murmur:door/tokens\"]: it would answer from state of its own"
+        ),
+        "{answer}"
+    );
+    assert_eq!(status(&door, &token)["live"]["version"], 1);
+    assert!(card_is_served(&door.addr));
+}
+
 #[test]
 fn rollback_and_the_control_token() {
     let door = Door::start(MANIFEST);
