@@ -111,7 +111,22 @@ struct Serve {
 }
 
 impl Serve {
+    /// Serves the standalone door on a free port with `--env` for each of
+    /// `env`. The port is picked by binding port 0 and closing it, so another
+    /// process may take it first: a server that exits before it listens is
+    /// started again on another port, up to three times.
     fn start(env: &[(&str, &str)]) -> Serve {
+        let mut last = String::new();
+        for _ in 0..3 {
+            match Serve::try_start(env) {
+                Ok(serve) => return serve,
+                Err(e) => last = e,
+            }
+        }
+        panic!("{last}");
+    }
+
+    fn try_start(env: &[(&str, &str)]) -> Result<Serve, String> {
         let component = component();
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -127,24 +142,27 @@ impl Serve {
         for (name, value) in env {
             command.arg("--env").arg(format!("{name}={value}"));
         }
-        let mut child = command
+        let child = command
             .arg(component)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("starting wasmtime serve");
+        // Killed on every way out, listening or not.
+        let mut serve = Serve { child, addr };
         let deadline = Instant::now() + Duration::from_secs(120);
-        while TcpStream::connect(&addr).is_err() {
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("wasmtime serve exited before listening: {status}");
+        while TcpStream::connect(&serve.addr).is_err() {
+            if let Some(status) = serve.child.try_wait().unwrap() {
+                return Err(format!("wasmtime serve exited before listening: {status}"));
             }
             assert!(
                 Instant::now() < deadline,
-                "wasmtime serve never listened on {addr}"
+                "wasmtime serve never listened on {}",
+                serve.addr
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Serve { child, addr }
+        Ok(serve)
     }
 
     fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
