@@ -41,7 +41,10 @@ fn main() -> Result<()> {
     let out_dir = root.join("target/standalone");
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let out = out_dir.join("door-standalone.wasm");
-    std::fs::write(&out, &bytes).with_context(|| format!("writing {}", out.display()))?;
+    // Written beside it and renamed, so a reader never sees half a component.
+    let partial = out_dir.join("door-standalone.wasm.partial");
+    std::fs::write(&partial, &bytes).with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, &out).with_context(|| format!("writing {}", out.display()))?;
     println!("{} ({} bytes)", out.display(), bytes.len());
     for name in &imports {
         println!("  imports {name}");
