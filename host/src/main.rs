@@ -210,8 +210,11 @@ async fn serve(options: Options) -> anyhow::Result<()> {
             control_token_file.display()
         )
     })?;
-    // Installed before the door answers: SIGHUP's default action ends the
-    // process.
+    // Installed before the door answers (before the url is logged): the
+    // default action of SIGHUP and SIGTERM ends the process at once, and a
+    // client that saw the url may signal it right away.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("listening for SIGHUP")?;
 
@@ -241,8 +244,6 @@ async fn serve(options: Options) -> anyhow::Result<()> {
             server.reload().await;
         }
     });
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("listening for SIGTERM")?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; closing the door"),
         _ = terminate.recv() => tracing::info!("terminated; closing the door"),
