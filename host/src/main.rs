@@ -239,19 +239,26 @@ async fn serve(options: Options) -> anyhow::Result<()> {
     }
     let server = Arc::new(server);
     let serving = tokio::spawn(server.clone().serve(listener));
+    let reloader = server.clone();
     let reloading = tokio::spawn(async move {
         while hangup.recv().await.is_some() {
-            server.reload().await;
+            reloader.reload().await;
         }
     });
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; closing the door"),
         _ = terminate.recv() => tracing::info!("terminated; closing the door"),
     }
-    // Held requests answer with their task as it stands; detached commands
-    // end. A moment lets the answers reach their clients.
+    // Held requests answer with their task as it stands, streams write
+    // capsule-closed and end, detached commands end. The door waits (at most
+    // 5 s) for every request to finish, then a moment for the last bytes to
+    // reach their clients.
     session.close();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while server.doors.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     serving.abort();
     reloading.abort();
     Ok(())

@@ -48,8 +48,8 @@ impl Live {
 }
 
 /// A request's hold on the door version that serves it, counted in
-/// [`Live::in_flight`] until dropped.
-pub struct Serving(Arc<Live>);
+/// [`Live::in_flight`] and in [`Doors::in_flight`] until dropped.
+pub struct Serving(Arc<Live>, Arc<AtomicU64>);
 
 impl Serving {
     pub fn live(&self) -> &Live {
@@ -60,6 +60,7 @@ impl Serving {
 impl Drop for Serving {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.1.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -74,6 +75,8 @@ pub struct Doors {
     /// The door before the live one, and the next version number. Swaps
     /// take this lock; requests never do.
     slots: Mutex<Slots>,
+    /// Requests in flight on every version, for a closing door to wait on.
+    in_flight: Arc<AtomicU64>,
 }
 
 struct Slots {
@@ -96,14 +99,21 @@ impl Doors {
                 previous: None,
                 next_version: 2,
             }),
+            in_flight: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Requests answering or streaming on any version.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
     }
 
     /// The live door, for one request.
     pub fn serving(&self) -> Serving {
         let live = self.live.load_full();
         live.in_flight.fetch_add(1, Ordering::Relaxed);
-        Serving(live)
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        Serving(live, self.in_flight.clone())
     }
 
     pub fn live(&self) -> Arc<Live> {
