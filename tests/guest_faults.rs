@@ -5,8 +5,10 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use murmur_door_host::engine::{self, Door, MAX_INSTANCES};
+use common::tempdir::TempDir;
+use murmur_door_host::engine::{self, Door, Limits, MAX_INSTANCES};
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::server::Server;
 use murmur_door_host::session::Session;
@@ -15,6 +17,11 @@ use serde_json::json;
 /// A component exporting `wasi:http/incoming-handler` whose `handle` runs
 /// `body` (core wasm) instead of answering.
 fn broken_door(body: &str) -> Vec<u8> {
+    broken_door_with("", body)
+}
+
+/// [`broken_door`] whose core module also declares `fields` (a memory).
+fn broken_door_with(fields: &str, body: &str) -> Vec<u8> {
     let text = format!(
         r#"(component
   (import "wasi:http/types@0.2.12" (instance $types
@@ -22,7 +29,7 @@ fn broken_door(body: &str) -> Vec<u8> {
     (export "response-outparam" (type (sub resource)))))
   (alias export $types "incoming-request" (type $request))
   (alias export $types "response-outparam" (type $outparam))
-  (core module $m (func (export "handle") (param i32 i32) {body}))
+  (core module $m {fields} (func (export "handle") (param i32 i32) {body}))
   (core instance $i (instantiate $m))
   (func $handle (param "request" (own $request)) (param "response-out" (own $outparam))
     (canon lift (core func $i "handle")))
@@ -34,23 +41,41 @@ fn broken_door(body: &str) -> Vec<u8> {
 
 /// Serves `component` on an ephemeral port from a runtime of its own.
 fn serve(component: &[u8]) -> (tokio::runtime::Runtime, String) {
+    let (runtime, addrs) = serve_all(&[component], Limits::default());
+    (runtime, addrs.into_iter().next().unwrap())
+}
+
+/// Serves each of `components` on a port of its own, all from one runtime
+/// of 2 workers and one engine, each request's store within `limits`.
+fn serve_all(components: &[&[u8]], limits: Limits) -> (tokio::runtime::Runtime, Vec<String>) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let addr = runtime.block_on(async {
-        let engine = engine::engine().unwrap();
-        let door = Door::load(&engine, component).unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let manifest = Manifest::parse("name: broken\nversion: 0.0.1\n").unwrap();
-        let session = Arc::new(Session::launch(&manifest, format!("http://{addr}")).unwrap());
-        let server = Arc::new(Server::new(door, session));
-        tokio::spawn(server.serve(listener));
-        addr.to_string()
+    let addrs = runtime.block_on(async {
+        let engine = engine::engine_for(64, limits.max_memory_bytes).unwrap();
+        let mut addrs = Vec::new();
+        for component in components {
+            let door = Door::load(&engine, component).unwrap();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let manifest = Manifest::parse("name: broken\nversion: 0.0.1\n").unwrap();
+            let session = Arc::new(Session::launch(&manifest, format!("http://{addr}")).unwrap());
+            let server = Arc::new(Server::new(door, session).with_limits(limits));
+            tokio::spawn(server.serve(listener));
+            addrs.push(addr.to_string());
+        }
+        addrs
     });
-    (runtime, addr)
+    (runtime, addrs)
+}
+
+/// The resident set of this process, in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 const INTERNAL: &str = "Internal error: the door failed while answering this request";
@@ -95,4 +120,182 @@ fn a_door_that_never_answers_is_answered_for() {
     );
     let reply = common::post(&addr, "not json");
     assert_eq!(reply.status, 500);
+}
+
+fn internal(id: serde_json::Value) -> serde_json::Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": INTERNAL}})
+}
+
+/// A door that never stops running is cut after `--max-cpu-ms` of wasm: the
+/// request is answered -32603 (500 without an id), and the host serves the
+/// next one. While two such doors run on the runtime's 2 workers, a good
+/// door on the same runtime and engine still answers at once: the loops
+/// yield at every epoch tick.
+#[test]
+fn an_endless_loop_costs_only_its_request() {
+    let budget = 1000;
+    let limits = Limits {
+        max_cpu_ms: budget,
+        ..Limits::default()
+    };
+    let looping = broken_door("(loop br 0)");
+    let (_runtime, addrs) = serve_all(&[&looping, engine::EMBEDDED_DOOR], limits);
+    let (bad, good) = (addrs[0].clone(), addrs[1].clone());
+
+    let started = Instant::now();
+    let loops: Vec<_> = (0..2)
+        .map(|n| {
+            let bad = bad.clone();
+            std::thread::spawn(move || {
+                let reply = common::post(
+                    &bad,
+                    &format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"GetTask"}}"#),
+                );
+                (reply.status, reply.json(), started.elapsed())
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let asked = Instant::now();
+    let head = format!(
+        "GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {good}\r\nconnection: close\r\n\r\n"
+    );
+    let card = common::exchange(&good, head.as_bytes(), b"");
+    let card_took = asked.elapsed();
+    assert_eq!(card.status, 200);
+    assert!(
+        card_took < Duration::from_millis(budget / 2),
+        "the good door waited {card_took:?} beside two looping doors"
+    );
+    for (n, handle) in loops.into_iter().enumerate() {
+        let (status, reply, took) = handle.join().unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(reply, internal(json!(n)));
+        assert!(
+            took >= Duration::from_millis(budget * 9 / 10)
+                && took < Duration::from_millis(budget * 10),
+            "the loop was cut after {took:?}, the budget is {budget} ms"
+        );
+        println!(
+            "loop {n} cut after {took:?} (budget {budget} ms); card beside it in {card_took:?}"
+        );
+    }
+    // Without an id: 500; and the host keeps serving.
+    let reply = common::post(&bad, "{");
+    assert_eq!(reply.status, 500);
+    assert_eq!(common::exchange(&good, head.as_bytes(), b"").status, 200);
+}
+
+/// What many cut loops cost the host: the time to answer each and the
+/// resident set after them (small budget, so it runs quickly).
+#[test]
+fn endless_loops_leave_the_host_as_it_was() {
+    let limits = Limits {
+        max_cpu_ms: 20,
+        ..Limits::default()
+    };
+    let looping = broken_door("(loop br 0)");
+    let (_runtime, addrs) = serve_all(&[&looping], limits);
+    let reply = common::post(&addrs[0], r#"{"jsonrpc":"2.0","id":0,"method":"GetTask"}"#);
+    assert_eq!(reply.json(), internal(json!(0)));
+    let before = rss_kib();
+    let started = Instant::now();
+    const N: u64 = 200;
+    for n in 1..=N {
+        let reply = common::post(
+            &addrs[0],
+            &format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"GetTask"}}"#),
+        );
+        assert_eq!(reply.json(), internal(json!(n)));
+    }
+    let each = started.elapsed() / N as u32;
+    let after = rss_kib();
+    println!("{N} loops cut at 20 ms: {each:?} each; RSS {before} -> {after} KiB");
+    assert!(after < before + 32 * 1024, "RSS {before} -> {after} KiB");
+}
+
+/// A stream that waits costs no CPU budget: a WatchSession idle for many
+/// times `--max-cpu-ms` stays open and still carries the next task's
+/// events.
+#[test]
+fn an_idle_stream_is_not_cut() {
+    let state = TempDir::new("cpu");
+    let manifest = state.path().join("murmur.yaml");
+    std::fs::write(&manifest, "name: idle\nversion: 0.1.0\n").unwrap();
+    let door = common::Door::start_with(&manifest, state, &["--max-cpu-ms", "30"]);
+    let mut sse = door.open_stream(
+        r#"{"jsonrpc":"2.0","id":"watch","method":"murmur.WatchSession","params":{}}"#,
+        &[],
+    );
+    assert_eq!(sse.status, 200);
+    let ack = sse.next();
+    assert_eq!(ack.data["id"], "watch");
+    // Idle for 50 budgets.
+    std::thread::sleep(Duration::from_millis(1500));
+    while sse.next_within(Duration::from_millis(10)).is_some() {}
+    assert!(!sse.ended, "the idle stream was ended");
+    let task = door.send_task(None, "hello", json!({}));
+    let task_id = task["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "no event of the task arrived");
+        let event = sse.next();
+        if event.data["result"]["statusUpdate"]["taskId"] == task_id.as_str() {
+            break;
+        }
+    }
+    assert!(!sse.ended);
+}
+
+/// A door that grows its memory until the host refuses (`--max-memory-mb`),
+/// touching each new page, then traps, costs only its request; so does one
+/// that asks for 4 GiB at once. Prints what 200 of them cost the host.
+#[test]
+fn a_memory_hog_costs_only_its_request() {
+    let limits = Limits {
+        max_memory_bytes: 16 << 20,
+        ..Limits::default()
+    };
+    // Grow a page at a time and write to it, until memory.grow answers -1.
+    let hog = broken_door_with(
+        "(memory 1)",
+        "(local $page i32)
+         (loop $grow
+           (local.set $page (memory.grow (i32.const 1)))
+           (if (i32.ne (local.get $page) (i32.const -1))
+             (then
+               (i32.store (i32.mul (local.get $page) (i32.const 65536)) (i32.const 7))
+               (br $grow))))
+         unreachable",
+    );
+    let huge = broken_door_with(
+        "(memory 1)",
+        "(if (i32.eq (memory.grow (i32.const 65535)) (i32.const -1)) (then unreachable))",
+    );
+    let (_runtime, addrs) = serve_all(&[&hog, &huge, engine::EMBEDDED_DOOR], limits);
+    for addr in &addrs[..2] {
+        let reply = common::post(addr, r#"{"jsonrpc":"2.0","id":"m","method":"GetTask"}"#);
+        assert_eq!(reply.json(), internal(json!("m")));
+        assert_eq!(common::post(addr, "[").status, 500);
+    }
+    let before = rss_kib();
+    let started = Instant::now();
+    const N: u64 = 200;
+    for n in 0..N {
+        let reply = common::post(
+            &addrs[0],
+            &format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"GetTask"}}"#),
+        );
+        assert_eq!(reply.json(), internal(json!(n)));
+    }
+    let each = started.elapsed() / N as u32;
+    let after = rss_kib();
+    println!("{N} hogs of 16 MiB: {each:?} each; RSS {before} -> {after} KiB");
+    assert!(after < before + 64 * 1024, "RSS {before} -> {after} KiB");
+    // The good door beside them still answers.
+    let good = &addrs[2];
+    let head = format!(
+        "GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {good}\r\nconnection: close\r\n\r\n"
+    );
+    assert_eq!(common::exchange(good, head.as_bytes(), b"").status, 200);
 }

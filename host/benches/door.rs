@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use murmur_door_guest::model as guest;
-use murmur_door_host::engine::{self, Door, MAX_MEMORY_BYTES};
+use murmur_door_host::engine::{self, Door};
 use murmur_door_host::imports::RequestState;
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::server::Server;
 use murmur_door_host::session::Session;
-use wasmtime::{Store, StoreLimitsBuilder};
+use wasmtime::StoreLimitsBuilder;
 
 const MANIFEST: &str = "name: my-agent\nversion: 0.1.0\ntools: [bash]\ncapabilities: {shell: {allow: [bash]}}\nexports: {files: [out/]}\n";
 const REFUSED: &str = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#;
@@ -41,11 +41,8 @@ fn main() {
     );
     report("instantiate (pooled)", || {
         runtime.block_on(async {
-            let limits = StoreLimitsBuilder::new()
-                .memory_size(MAX_MEMORY_BYTES)
-                .build();
-            let mut store = Store::new(&engine, RequestState::new(session.clone(), limits));
-            store.limiter(|state| &mut state.limits);
+            let state = RequestState::new(session.clone(), StoreLimitsBuilder::new().build());
+            let mut store = engine::store(&engine, state, engine::Limits::default());
             door.pre.instantiate_async(&mut store).await.unwrap();
         })
     });

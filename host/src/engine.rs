@@ -1,9 +1,16 @@
 //! The wasmtime engine and a loaded door: compiled once, linked against the
 //! host's imports and pre-instantiated, so each request only instantiates.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
+    StoreLimitsBuilder, UpdateDeadline,
+};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 
 use crate::imports::{RequestState, events, session, task_store, token_types};
@@ -18,18 +25,123 @@ pub const EMBEDDED_DOOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/door.
 /// space for every slot up front but only touches the memory a live instance
 /// uses.
 pub const MAX_INSTANCES: u32 = 1100;
-/// A door's linear memory may grow to this many bytes per request.
+/// A door's linear memory may grow to this many bytes per request
+/// (`--max-memory-mb`).
 pub const MAX_MEMORY_BYTES: usize = 64 << 20;
+/// Milliseconds of wasm a request may run in one go (`--max-cpu-ms`).
+pub const MAX_CPU_MS: u64 = 1000;
+/// How often the epoch ticks: a running guest yields to other requests
+/// once per tick, and the CPU budget is counted in ticks.
+pub const TICK: Duration = Duration::from_millis(10);
+
+/// What one request's store may use.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Bytes of linear memory per request.
+    pub max_memory_bytes: usize,
+    /// Milliseconds of wasm run without the guest waiting (see [`store`]).
+    pub max_cpu_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_memory_bytes: MAX_MEMORY_BYTES,
+            max_cpu_ms: MAX_CPU_MS,
+        }
+    }
+}
+
+/// Ticks since the ticker started; each tick also advances the epoch of
+/// every engine made by [`engine_for`].
+static TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// The engines the ticker advances; it starts with the first one.
+fn tick_engine(engine: &Engine) {
+    static ENGINES: OnceLock<Mutex<Vec<EngineWeak>>> = OnceLock::new();
+    let engines = ENGINES.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("epoch-ticker".into())
+            .spawn(|| {
+                loop {
+                    std::thread::sleep(TICK);
+                    TICKS.fetch_add(1, Ordering::SeqCst);
+                    let mut engines = ENGINES.get().unwrap().lock().unwrap();
+                    engines.retain(|weak| match weak.upgrade() {
+                        Some(engine) => {
+                            engine.increment_epoch();
+                            true
+                        }
+                        None => false,
+                    });
+                }
+            })
+            .expect("starting the epoch ticker");
+        Mutex::new(Vec::new())
+    });
+    engines.lock().unwrap().push(engine.weak());
+}
+
+/// A store for one request: its memory limited, and its wasm time counted.
+///
+/// The epoch ticks every [`TICK`], wall time. A running guest reaches its
+/// deadline at the next tick: it yields to the executor (other requests
+/// run) and its deadline moves one tick on. A guest waiting in `poll` runs
+/// no wasm and reaches no deadline, so an idle stream costs nothing. The
+/// callback counts the ticks a guest ran in one go: a tick counts when the
+/// guest reached its deadline at most one tick after it was last resumed;
+/// once it has run more than `max_cpu_ms` so, the call traps.
+///
+/// A guest woken in every tick (by an event each < 10 ms) for the whole
+/// budget counts as running: the count cannot tell a wait shorter than a
+/// tick from running.
+pub fn store(engine: &Engine, state: RequestState, limits: Limits) -> Store<RequestState> {
+    let mut state = state;
+    state.limits = StoreLimitsBuilder::new()
+        .memory_size(limits.max_memory_bytes)
+        .instances(8)
+        .build();
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limits);
+    let budget = limits.max_cpu_ms.div_ceil(TICK.as_millis() as u64).max(1);
+    let resumed = Arc::new(AtomicU64::new(TICKS.load(Ordering::SeqCst)));
+    let mut running = 0u64;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        let now = TICKS.load(Ordering::SeqCst);
+        if now <= resumed.load(Ordering::SeqCst) + 1 {
+            running += 1;
+        } else {
+            running = 1;
+        }
+        if running > budget {
+            return Err(wasmtime::Error::msg(format!(
+                "the door ran wasm for more than {} ms without waiting (--max-cpu-ms)",
+                limits.max_cpu_ms
+            )));
+        }
+        let resumed = resumed.clone();
+        Ok(UpdateDeadline::YieldCustom(
+            1,
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                resumed.store(TICKS.load(Ordering::SeqCst), Ordering::SeqCst);
+            }),
+        ))
+    });
+    store
+}
 
 /// The engine every door version runs on: the pooling allocator sized for
 /// [`MAX_INSTANCES`].
 pub fn engine() -> anyhow::Result<Engine> {
-    engine_for(MAX_INSTANCES)
+    engine_for(MAX_INSTANCES, MAX_MEMORY_BYTES)
 }
 
-/// The engine, its pool sized for `max_instances` door instances at once.
-/// One more request than that waits for nothing: it is answered -32603.
-pub fn engine_for(max_instances: u32) -> anyhow::Result<Engine> {
+/// The engine, its pool sized for `max_instances` door instances at once,
+/// each memory at most `max_memory_bytes`. One more request than that waits
+/// for nothing: it is answered -32603. The epoch ticker advances it.
+pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result<Engine> {
     let cores = max_instances.saturating_mul(4);
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(max_instances)
@@ -38,10 +150,13 @@ pub fn engine_for(max_instances: u32) -> anyhow::Result<Engine> {
         .total_tables(cores)
         // Every instance runs on a fiber of its own (async calls).
         .total_stacks(max_instances)
-        .max_memory_size(MAX_MEMORY_BYTES);
+        .max_memory_size(max_memory_bytes);
     let mut config = Config::new();
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    wasm_context(Engine::new(&config), "creating the wasmtime engine")
+    config.epoch_interruption(true);
+    let engine = wasm_context(Engine::new(&config), "creating the wasmtime engine")?;
+    tick_engine(&engine);
+    Ok(engine)
 }
 
 /// A door component ready to serve.
@@ -174,7 +289,7 @@ mod tests {
         use std::sync::Arc;
 
         use bytes::Bytes;
-        use wasmtime::{Store, StoreLimitsBuilder};
+        use wasmtime::StoreLimitsBuilder;
 
         use crate::manifest::Manifest;
         use crate::server::Server;
@@ -195,9 +310,10 @@ mod tests {
         let server = Arc::new(Server::new(door.clone(), session.clone()));
         // Warm up: one of each, so lazily built state is not counted.
         runtime.block_on(async {
-            let mut store = Store::new(
+            let mut store = store(
                 &engine,
                 RequestState::new(session.clone(), StoreLimitsBuilder::new().build()),
+                Limits::default(),
             );
             door.pre.instantiate_async(&mut store).await.unwrap();
         });
@@ -206,9 +322,10 @@ mod tests {
         let stores: Vec<_> = (0..N)
             .map(|_| {
                 runtime.block_on(async {
-                    let mut store = Store::new(
+                    let mut store = store(
                         &engine,
                         RequestState::new(session.clone(), StoreLimitsBuilder::new().build()),
+                        Limits::default(),
                     );
                     let proxy = door.pre.instantiate_async(&mut store).await.unwrap();
                     (store, proxy)

@@ -69,6 +69,16 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = engine::MAX_INSTANCES,
               value_parser = clap::value_parser!(u32).range(1..=100_000))]
         max_instances: u32,
+        /// Milliseconds of wasm a request may run without waiting; a door
+        /// past it is stopped and the request answered -32603 (or 500).
+        #[arg(long, value_name = "MS", default_value_t = engine::MAX_CPU_MS,
+              value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+        max_cpu_ms: u64,
+        /// Megabytes of linear memory a door instance may grow to; a door
+        /// past it fails its request (-32603 or 500).
+        #[arg(long, value_name = "MB", default_value_t = (engine::MAX_MEMORY_BYTES >> 20) as u64,
+              value_parser = clap::value_parser!(u64).range(1..=4096))]
+        max_memory_mb: u64,
         /// Serve the door component in this file instead of the embedded
         /// one; SIGHUP loads it again.
         #[arg(long, value_name = "FILE")]
@@ -100,6 +110,7 @@ struct Options {
     agent: Arc<dyn Agent>,
     replay_buffer: usize,
     max_instances: u32,
+    limits: engine::Limits,
     component: Option<PathBuf>,
     control_token_file: PathBuf,
 }
@@ -124,6 +135,8 @@ fn main() -> ExitCode {
                 agent_cmd,
                 replay_buffer,
                 max_instances,
+                max_cpu_ms,
+                max_memory_mb,
                 component,
                 control_token_file,
             },
@@ -146,6 +159,10 @@ fn main() -> ExitCode {
         agent,
         replay_buffer,
         max_instances,
+        limits: engine::Limits {
+            max_memory_bytes: (max_memory_mb as usize) << 20,
+            max_cpu_ms,
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -170,12 +187,13 @@ async fn serve(options: Options) -> anyhow::Result<()> {
         agent,
         replay_buffer,
         max_instances,
+        limits,
         component,
         control_token_file,
     } = options;
     let manifest = Manifest::load(&manifest_path)
         .with_context(|| format!("manifest {}", manifest_path.display()))?;
-    let engine = engine::engine_for(max_instances)?;
+    let engine = engine::engine_for(max_instances, limits.max_memory_bytes)?;
     let door = match &component {
         None => Door::load(&engine, engine::EMBEDDED_DOOR)?,
         Some(path) => {
@@ -233,7 +251,9 @@ async fn serve(options: Options) -> anyhow::Result<()> {
     tracing::info!(path = %control_token_file.display(), surface = CONTROL_PATH, "control token written");
     tracing::info!(%url, "door listening");
 
-    let mut server = Server::new(door, session.clone()).with_control(control);
+    let mut server = Server::new(door, session.clone())
+        .with_control(control)
+        .with_limits(limits);
     if let Some(path) = component {
         server = server.with_component_file(path);
     }

@@ -13,13 +13,13 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use wasmtime::{Store, StoreLimitsBuilder};
+use wasmtime::StoreLimitsBuilder;
 use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::control::{self, ControlToken};
-use crate::engine::{Door, MAX_MEMORY_BYTES};
+use crate::engine::{self, Door, Limits};
 use crate::imports::RequestState;
 use crate::session::Session;
 use crate::swap::{self, Doors, Serving, Source};
@@ -38,6 +38,8 @@ pub struct Server {
     control: Option<ControlToken>,
     /// The `--component` file SIGHUP reloads.
     component_file: Option<PathBuf>,
+    /// What each request's store may use.
+    limits: Limits,
 }
 
 /// A swap that took place.
@@ -59,7 +61,21 @@ impl Server {
             listener_authority,
             control: None,
             component_file: None,
+            limits: Limits::default(),
         }
+    }
+
+    /// Each request's store limited to `limits` (the engine's pool must
+    /// allow `limits.max_memory_bytes`).
+    pub fn with_limits(mut self, limits: Limits) -> Server {
+        self.limits = limits;
+        self
+    }
+
+    /// A store for one request, limited and metered (see [`engine::store`]).
+    fn store(&self, door: &Door) -> wasmtime::Store<RequestState> {
+        let state = RequestState::new(self.session.clone(), StoreLimitsBuilder::new().build());
+        engine::store(door.pre.engine(), state, self.limits)
     }
 
     /// The door was loaded from `file`, which SIGHUP reloads.
@@ -113,15 +129,7 @@ impl Server {
 
     /// Instantiates `door` once in a store of its own, answering nothing.
     async fn trial(&self, door: &Door) -> anyhow::Result<()> {
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(MAX_MEMORY_BYTES)
-            .instances(8)
-            .build();
-        let mut store = Store::new(
-            door.pre.engine(),
-            RequestState::new(self.session.clone(), limits),
-        );
-        store.limiter(|state| &mut state.limits);
+        let mut store = self.store(door);
         door.pre
             .instantiate_async(&mut store)
             .await
@@ -253,15 +261,7 @@ impl Server {
                 .map_err(|never| -> wasmtime_wasi_http::Error { match never {} }),
         );
 
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(MAX_MEMORY_BYTES)
-            .instances(8)
-            .build();
-        let mut store = Store::new(
-            serving.live().door.pre.engine(),
-            RequestState::new(self.session.clone(), limits),
-        );
-        store.limiter(|state| &mut state.limits);
+        let mut store = self.store(&serving.live().door);
         let (sender, receiver) = tokio::sync::oneshot::channel();
         let incoming = store
             .data_mut()
