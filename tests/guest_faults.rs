@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::tempdir::TempDir;
 use murmur_door_host::engine::{self, Door, Limits, MAX_INSTANCES};
 use murmur_door_host::manifest::Manifest;
-use murmur_door_host::server::Server;
+use murmur_door_host::server::{HttpLimits, Server};
 use murmur_door_host::session::Session;
 use serde_json::json;
 
@@ -48,6 +48,15 @@ fn serve(component: &[u8]) -> (tokio::runtime::Runtime, String) {
 /// Serves each of `components` on a port of its own, all from one runtime
 /// of 2 workers and one engine, each request's store within `limits`.
 fn serve_all(components: &[&[u8]], limits: Limits) -> (tokio::runtime::Runtime, Vec<String>) {
+    serve_limited(components, limits, HttpLimits::default())
+}
+
+/// [`serve_all`], each request's HTTP side within `http`.
+fn serve_limited(
+    components: &[&[u8]],
+    limits: Limits,
+    http: HttpLimits,
+) -> (tokio::runtime::Runtime, Vec<String>) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -62,7 +71,11 @@ fn serve_all(components: &[&[u8]], limits: Limits) -> (tokio::runtime::Runtime, 
             let addr = listener.local_addr().unwrap();
             let manifest = Manifest::parse("name: broken\nversion: 0.0.1\n").unwrap();
             let session = Arc::new(Session::launch(&manifest, format!("http://{addr}")).unwrap());
-            let server = Arc::new(Server::new(door, session).with_limits(limits));
+            let server = Arc::new(
+                Server::new(door, session)
+                    .with_limits(limits)
+                    .with_http_limits(http),
+            );
             tokio::spawn(server.serve(listener));
             addrs.push(addr.to_string());
         }
@@ -298,4 +311,82 @@ fn a_memory_hog_costs_only_its_request() {
         "GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {good}\r\nconnection: close\r\n\r\n"
     );
     assert_eq!(common::exchange(good, head.as_bytes(), b"").status, 200);
+}
+
+/// The HTTP limits: a body over `--max-body-bytes` is answered 413 in JSON;
+/// a head with more than `--max-headers` lines, or larger than
+/// `--max-header-bytes`, is answered 431 by hyper and the connection
+/// closed; a client that sends half a head and stalls is disconnected after
+/// `--header-timeout-ms`. The host serves on.
+#[test]
+fn request_limits() {
+    use std::io::{Read, Write};
+
+    let http = HttpLimits {
+        max_body_bytes: 1000,
+        max_headers: 20,
+        max_header_bytes: 8192,
+        header_timeout: Duration::from_millis(300),
+    };
+    let (_runtime, addrs) = serve_limited(&[engine::EMBEDDED_DOOR], Limits::default(), http);
+    let addr = &addrs[0];
+    let card = format!(
+        "GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
+    );
+
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{{"id":"{}"}}}}"#,
+        "x".repeat(1000)
+    );
+    let reply = common::post(addr, &body);
+    assert_eq!(reply.status, 413);
+    assert_eq!(reply.json()["error"], "payload_too_large");
+    assert_eq!(
+        reply.json()["message"],
+        "the request body is larger than 1000 bytes"
+    );
+
+    /// What the server writes back to `head` before it closes, and when it
+    /// closed (5 s at most).
+    fn raw(addr: &str, head: &[u8]) -> (String, Duration) {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let started = Instant::now();
+        stream.write_all(head).unwrap();
+        let mut out = Vec::new();
+        let _ = stream.read_to_end(&mut out);
+        (
+            String::from_utf8_lossy(&out).into_owned(),
+            started.elapsed(),
+        )
+    }
+
+    let mut many = format!("GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {addr}\r\n");
+    for n in 0..40 {
+        many.push_str(&format!("x-h{n}: v\r\n"));
+    }
+    many.push_str("\r\n");
+    let (answer, took) = raw(addr, many.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
+    assert!(took < Duration::from_secs(4), "not closed: {took:?}");
+
+    let big = format!(
+        "GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {addr}\r\nx-big: {}\r\n\r\n",
+        "b".repeat(20_000)
+    );
+    let (answer, took) = raw(addr, big.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
+    assert!(took < Duration::from_secs(4), "not closed: {took:?}");
+
+    let half = format!("GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {addr}\r\n");
+    let (answer, took) = raw(addr, half.as_bytes());
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(4),
+        "a stalled head was closed after {took:?}: {answer:?}"
+    );
+    println!("stalled head closed after {took:?}, answered {answer:?}");
+
+    assert_eq!(common::exchange(addr, card.as_bytes(), b"").status, 200);
 }

@@ -15,7 +15,7 @@ use murmur_door_host::agents::{Agent, CommandAgent, ScriptAgent};
 use murmur_door_host::control::{CONTROL_PATH, ControlToken};
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::Manifest;
-use murmur_door_host::server::Server;
+use murmur_door_host::server::{self, Server};
 use murmur_door_host::session::Session;
 use murmur_door_host::tasks::events::DEFAULT_REPLAY_BUFFER;
 use murmur_door_host::tasks::{self, store::Store};
@@ -79,6 +79,24 @@ enum Command {
         #[arg(long, value_name = "MB", default_value_t = (engine::MAX_MEMORY_BYTES >> 20) as u64,
               value_parser = clap::value_parser!(u64).range(1..=4096))]
         max_memory_mb: u64,
+        /// Bytes a request body may have; a larger one is answered 413.
+        #[arg(long, value_name = "BYTES", default_value_t = server::MAX_BODY_BYTES,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 32))]
+        max_body_bytes: usize,
+        /// Header lines a request head may have; hyper answers 431 past it.
+        #[arg(long, value_name = "N", default_value_t = server::MAX_HEADERS,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+        max_headers: usize,
+        /// Bytes a request head may take (at least 8192); hyper answers 431
+        /// past it.
+        #[arg(long, value_name = "BYTES", default_value_t = server::MAX_HEADER_BYTES,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8192..=1 << 24))]
+        max_header_bytes: usize,
+        /// Milliseconds a client has to send a whole request head; a slower
+        /// one is disconnected.
+        #[arg(long, value_name = "MS", default_value_t = server::HEADER_TIMEOUT.as_millis() as u64,
+              value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+        header_timeout_ms: u64,
         /// Serve the door component in this file instead of the embedded
         /// one; SIGHUP loads it again.
         #[arg(long, value_name = "FILE")]
@@ -111,6 +129,7 @@ struct Options {
     replay_buffer: usize,
     max_instances: u32,
     limits: engine::Limits,
+    http: server::HttpLimits,
     component: Option<PathBuf>,
     control_token_file: PathBuf,
 }
@@ -137,6 +156,10 @@ fn main() -> ExitCode {
                 max_instances,
                 max_cpu_ms,
                 max_memory_mb,
+                max_body_bytes,
+                max_headers,
+                max_header_bytes,
+                header_timeout_ms,
                 component,
                 control_token_file,
             },
@@ -163,6 +186,12 @@ fn main() -> ExitCode {
             max_memory_bytes: (max_memory_mb as usize) << 20,
             max_cpu_ms,
         },
+        http: server::HttpLimits {
+            max_body_bytes,
+            max_headers,
+            max_header_bytes,
+            header_timeout: std::time::Duration::from_millis(header_timeout_ms),
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -188,6 +217,7 @@ async fn serve(options: Options) -> anyhow::Result<()> {
         replay_buffer,
         max_instances,
         limits,
+        http,
         component,
         control_token_file,
     } = options;
@@ -253,7 +283,8 @@ async fn serve(options: Options) -> anyhow::Result<()> {
 
     let mut server = Server::new(door, session.clone())
         .with_control(control)
-        .with_limits(limits);
+        .with_limits(limits)
+        .with_http_limits(http);
     if let Some(path) = component {
         server = server.with_component_file(path);
     }

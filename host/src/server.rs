@@ -11,7 +11,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use wasmtime::StoreLimitsBuilder;
 use wasmtime_wasi_http::WasiHttpView;
@@ -24,8 +24,36 @@ use crate::imports::RequestState;
 use crate::session::Session;
 use crate::swap::{self, Doors, Serving, Source};
 
-/// The largest request body the host reads.
+/// The largest request body the host reads (`--max-body-bytes`).
 pub const MAX_BODY_BYTES: usize = 16 << 20;
+/// Header lines a request head may carry (`--max-headers`).
+pub const MAX_HEADERS: usize = 100;
+/// Bytes a request head may take (`--max-header-bytes`); hyper's least is
+/// 8192.
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
+/// How long a client has to send a whole request head
+/// (`--header-timeout-ms`).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a request's HTTP side may take.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpLimits {
+    pub max_body_bytes: usize,
+    pub max_headers: usize,
+    pub max_header_bytes: usize,
+    pub header_timeout: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> HttpLimits {
+        HttpLimits {
+            max_body_bytes: MAX_BODY_BYTES,
+            max_headers: MAX_HEADERS,
+            max_header_bytes: MAX_HEADER_BYTES,
+            header_timeout: HEADER_TIMEOUT,
+        }
+    }
+}
 
 pub struct Server {
     /// The live door and the previous one.
@@ -40,6 +68,8 @@ pub struct Server {
     component_file: Option<PathBuf>,
     /// What each request's store may use.
     limits: Limits,
+    /// What each request's HTTP side may take.
+    http: HttpLimits,
 }
 
 /// A swap that took place.
@@ -62,7 +92,14 @@ impl Server {
             control: None,
             component_file: None,
             limits: Limits::default(),
+            http: HttpLimits::default(),
         }
+    }
+
+    /// Each request's body, head and head's time limited to `http`.
+    pub fn with_http_limits(mut self, http: HttpLimits) -> Server {
+        self.http = http;
+        self
     }
 
     /// Each request's store limited to `limits` (the engine's pool must
@@ -181,9 +218,14 @@ impl Server {
             let _ = stream.set_nodelay(true);
             let server = self.clone();
             tokio::spawn(async move {
+                let limits = server.http;
                 let service = service_fn(move |request| server.clone().handle(request));
                 let connection = http1::Builder::new()
                     .keep_alive(true)
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(limits.header_timeout)
+                    .max_headers(limits.max_headers)
+                    .max_buf_size(limits.max_header_bytes.max(8192))
                     .serve_connection(TokioIo::new(stream), service);
                 if let Err(e) = connection.await {
                     tracing::debug!(error = %e, "connection ended");
@@ -208,12 +250,15 @@ impl Server {
         }
         let serving = self.doors.serving();
         let version = serving.live().version;
-        let response = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        let max_body_bytes = self.http.max_body_bytes;
+        let response = match Limited::new(body, max_body_bytes).collect().await {
             Ok(body) => {
                 self.respond_on(serving, Request::from_parts(parts, body.to_bytes()))
                     .await
             }
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => Failure::TooLarge.response(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                Failure::TooLarge(max_body_bytes).response()
+            }
             Err(_) => Failure::ClientGone.response(),
         };
         tracing::debug!(%method, %path, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, door = version, "request");
@@ -309,8 +354,8 @@ impl Server {
 
 /// Why a request was answered by the host rather than the door.
 enum Failure {
-    /// The body is larger than [`MAX_BODY_BYTES`].
-    TooLarge,
+    /// The body is larger than its limit (`--max-body-bytes`).
+    TooLarge(usize),
     /// The client stopped sending its body.
     ClientGone,
     /// The host could not set the request up.
@@ -326,9 +371,9 @@ impl Failure {
 
     fn response(self) -> Response<HyperOutgoingBody> {
         match self {
-            Failure::TooLarge => plain(
+            Failure::TooLarge(max) => plain(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                serde_json::json!({"error": "payload_too_large", "message": format!("the request body is larger than {MAX_BODY_BYTES} bytes")}),
+                serde_json::json!({"error": "payload_too_large", "message": format!("the request body is larger than {max} bytes")}),
             ),
             Failure::ClientGone => plain(
                 StatusCode::BAD_REQUEST,
