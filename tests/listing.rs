@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Door, ordered};
+use common::{Door, id, ids, ordered};
 use serde_json::{Value, json};
 
 const SINGLE: &str = "name: lister\nversion: 0.1.0\nlifecycle: {task_acceptance: single}\n";
@@ -17,20 +17,6 @@ fn invalid(message: &str) -> Value {
 
 fn list(door: &Door, params: Value) -> Value {
     door.result(None, "ListTasks", params)
-}
-
-fn id(task: &Value) -> String {
-    task["id"].as_str().unwrap().to_string()
-}
-
-/// The ids of a page's tasks, in order.
-fn ids(page: &Value) -> Vec<&str> {
-    page["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_str().unwrap())
-        .collect()
 }
 
 /// A task as ListTasks shows it without includeArtifacts: GetTask's answer

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::tempdir::TempDir;
-use common::{Door, binary};
+use common::{Door, binary, id, ids, not_found};
 use serde_json::{Value, json};
 
 const AUTHENTICATED: &str = "
@@ -31,29 +31,6 @@ const PUBLIC: &str = "name: resumable\nversion: 0.1.0\nlifecycle: {task_acceptan
 const QUEUE: &str = "name: resumable\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n";
 
 const RESTARTED: &str = "the session restarted while this task was live";
-
-fn id(task: &Value) -> String {
-    task["id"].as_str().unwrap().to_string()
-}
-
-/// The ids of a page's tasks, in order.
-fn ids(page: &Value) -> Vec<&str> {
-    page["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_str().unwrap())
-        .collect()
-}
-
-fn not_found(task_id: &str) -> Value {
-    json!({"code": -32001, "message": "Task not found", "data": [{
-        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-        "reason": "TASK_NOT_FOUND",
-        "domain": "a2a-protocol.org",
-        "metadata": {"taskId": task_id},
-    }]})
-}
 
 /// How GetTask answers a task that was live at the crash: failed, with the
 /// restart as its status message ("GetTask": a ROLE_AGENT message with one

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::Door;
+use common::{Door, id, ids, not_found};
 use serde_json::{Value, json};
 
 /// Two credentials that may start tasks, one that may only read, and the
@@ -31,15 +31,6 @@ const PUBLIC: &str = "name: open\nversion: 0.1.0\nlifecycle: {task_acceptance: q
 const NEVER: &str = "tsk_00000000000000000000000000000000";
 
 /// -32001 exactly as the reference writes it.
-fn not_found(task_id: &str) -> Value {
-    json!({"code": -32001, "message": "Task not found", "data": [{
-        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-        "reason": "TASK_NOT_FOUND",
-        "domain": "a2a-protocol.org",
-        "metadata": {"taskId": task_id},
-    }]})
-}
-
 struct Tokens {
     operator: String,
     alice: String,
@@ -54,20 +45,6 @@ fn tokens(door: &Door) -> Tokens {
         bob: door.token("bob"),
         auditor: door.token("auditor"),
     }
-}
-
-fn id(task: &Value) -> String {
-    task["id"].as_str().unwrap().to_string()
-}
-
-/// The ids of a page's tasks, in order.
-fn ids(page: &Value) -> Vec<&str> {
-    page["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_str().unwrap())
-        .collect()
 }
 
 /// A task `token` starts and that completes with `answer`.

@@ -698,3 +698,28 @@ impl Sse {
         events
     }
 }
+
+/// A task's id.
+pub fn id(task: &Value) -> String {
+    task["id"].as_str().unwrap().to_string()
+}
+
+/// The ids of a ListTasks page's tasks, in order.
+pub fn ids(page: &Value) -> Vec<&str> {
+    page["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect()
+}
+
+/// -32001 TaskNotFoundError for `task_id`, as "Errors" gives it.
+pub fn not_found(task_id: &str) -> Value {
+    serde_json::json!({"code": -32001, "message": "Task not found", "data": [{
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": "TASK_NOT_FOUND",
+        "domain": "a2a-protocol.org",
+        "metadata": {"taskId": task_id},
+    }]})
+}
