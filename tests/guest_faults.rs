@@ -260,6 +260,46 @@ fn an_idle_stream_is_not_cut() {
     assert!(!sse.ended);
 }
 
+/// A stream busy with events is not cut either: its door runs a few
+/// microseconds of wasm for each event, so a stream woken in every epoch
+/// tick for many times `--max-cpu-ms` still carries the task to its end.
+#[test]
+fn a_busy_stream_is_not_cut() {
+    const STEPS: usize = 300;
+    let state = TempDir::new("cpu");
+    let manifest = state.path().join("murmur.yaml");
+    std::fs::write(&manifest, "name: busy\nversion: 0.1.0\n").unwrap();
+    let door = common::Door::start_with(&manifest, state, &["--max-cpu-ms", "30"]);
+    // A progress status every 2 ms: one or more in every 10 ms tick.
+    let mut script: String = (0..STEPS)
+        .map(|i| format!("progress p{i}\nsleep 2\n"))
+        .collect();
+    script.push_str("reply done");
+    let body = json!({"jsonrpc": "2.0", "id": "busy", "method": "SendStreamingMessage",
+        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": script}]}}});
+    let started = Instant::now();
+    let mut sse = door.open_stream(&body.to_string(), &[]);
+    assert_eq!(sse.status, 200);
+    let events = sse.rest();
+    let took = started.elapsed();
+    let progress = events
+        .iter()
+        .filter(|e| {
+            e.data["result"]["statusUpdate"]["status"]["message"]["parts"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with('p'))
+        })
+        .count();
+    assert_eq!(progress, STEPS, "the stream was cut after {took:?}");
+    let last = &events.last().unwrap().data["result"]["statusUpdate"]["status"]["state"];
+    assert_eq!(last, "TASK_STATE_COMPLETED");
+    assert!(took > Duration::from_millis(300), "{took:?}");
+    println!(
+        "a stream of {} events over {took:?} (a budget of 30 ms) ran to its end",
+        events.len()
+    );
+}
+
 /// A door that grows its memory until the host refuses (`--max-memory-mb`),
 /// touching each new page, then traps, costs only its request; so does one
 /// that asks for 4 GiB at once. Prints what 200 of them cost the host.

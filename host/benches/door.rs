@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use murmur_door_guest::model as guest;
+use murmur_door_host::cpu;
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::imports::RequestState;
 use murmur_door_host::manifest::Manifest;
@@ -43,7 +44,10 @@ fn main() {
         runtime.block_on(async {
             let state = RequestState::new(session.clone(), StoreLimitsBuilder::new().build());
             let mut store = engine::store(&engine, state, engine::Limits::default());
-            door.pre.instantiate_async(&mut store).await.unwrap();
+            let meter = store.data().cpu.clone();
+            cpu::metered(&meter, door.pre.instantiate_async(&mut store))
+                .await
+                .unwrap();
         })
     });
     report("wasm door: GET card", || {

@@ -1,8 +1,7 @@
 //! The wasmtime engine and a loaded door: compiled once, linked against the
 //! host's imports and pre-instantiated, so each request only instantiates.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -28,10 +27,11 @@ pub const MAX_INSTANCES: u32 = 1100;
 /// A door's linear memory may grow to this many bytes per request
 /// (`--max-memory-mb`).
 pub const MAX_MEMORY_BYTES: usize = 64 << 20;
-/// Milliseconds of wasm a request may run in one go (`--max-cpu-ms`).
+/// Milliseconds a request's door may run without waiting
+/// (`--max-cpu-ms`, see [`crate::cpu`]).
 pub const MAX_CPU_MS: u64 = 1000;
-/// How often the epoch ticks: a running guest yields to other requests
-/// once per tick, and the CPU budget is counted in ticks.
+/// How often the epoch ticks: a running door yields to other requests once
+/// per tick, and its running time is checked against the budget.
 pub const TICK: Duration = Duration::from_millis(10);
 
 /// What one request's store may use.
@@ -39,7 +39,7 @@ pub const TICK: Duration = Duration::from_millis(10);
 pub struct Limits {
     /// Bytes of linear memory per request.
     pub max_memory_bytes: usize,
-    /// Milliseconds of wasm run without the guest waiting (see [`store`]).
+    /// Milliseconds the door may run without waiting (see [`store`]).
     pub max_cpu_ms: u64,
 }
 
@@ -52,11 +52,8 @@ impl Default for Limits {
     }
 }
 
-/// Ticks since the ticker started; each tick also advances the epoch of
-/// every engine made by [`engine_for`].
-static TICKS: AtomicU64 = AtomicU64::new(0);
-
-/// The engines the ticker advances; it starts with the first one.
+/// The engines the ticker advances every [`TICK`]; it starts with the first
+/// one.
 fn tick_engine(engine: &Engine) {
     static ENGINES: OnceLock<Mutex<Vec<EngineWeak>>> = OnceLock::new();
     let engines = ENGINES.get_or_init(|| {
@@ -65,7 +62,6 @@ fn tick_engine(engine: &Engine) {
             .spawn(|| {
                 loop {
                     std::thread::sleep(TICK);
-                    TICKS.fetch_add(1, Ordering::SeqCst);
                     let mut engines = ENGINES.get().unwrap().lock().unwrap();
                     engines.retain(|weak| match weak.upgrade() {
                         Some(engine) => {
@@ -82,50 +78,40 @@ fn tick_engine(engine: &Engine) {
     engines.lock().unwrap().push(engine.weak());
 }
 
-/// A store for one request: its memory limited, and its wasm time counted.
+/// A store for one request: its memory limited, and its running time metered.
 ///
-/// The epoch ticks every [`TICK`], wall time. A running guest reaches its
-/// deadline at the next tick: it yields to the executor (other requests
-/// run) and its deadline moves one tick on. A guest waiting in `poll` runs
-/// no wasm and reaches no deadline, so an idle stream costs nothing. The
-/// callback counts the ticks a guest ran in one go: a tick counts when the
-/// guest reached its deadline at most one tick after it was last resumed;
-/// once it has run more than `max_cpu_ms` so, the call traps.
-///
-/// A guest woken in every tick (by an event each < 10 ms) for the whole
-/// budget counts as running: the count cannot tell a wait shorter than a
-/// tick from running.
+/// The epoch ticks every [`TICK`], wall time. A door running wasm reaches
+/// its deadline at the next tick: there it yields to the executor, so other
+/// requests run beside a busy one, and its deadline moves one tick on. At
+/// each deadline the call traps once the door has run for more than
+/// `max_cpu_ms` without waiting ([`crate::cpu::Meter`]). A door waiting in
+/// `poll` runs no wasm and reaches no deadline. Every call into the store
+/// runs inside [`crate::cpu::metered`], which sees the door wait.
 pub fn store(engine: &Engine, state: RequestState, limits: Limits) -> Store<RequestState> {
     let mut state = state;
     state.limits = StoreLimitsBuilder::new()
         .memory_size(limits.max_memory_bytes)
         .instances(8)
         .build();
+    let meter = state.cpu.clone();
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limits);
-    let budget = limits.max_cpu_ms.div_ceil(TICK.as_millis() as u64).max(1);
-    let resumed = Arc::new(AtomicU64::new(TICKS.load(Ordering::SeqCst)));
-    let mut running = 0u64;
+    let budget = Duration::from_millis(limits.max_cpu_ms);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
-        let now = TICKS.load(Ordering::SeqCst);
-        if now <= resumed.load(Ordering::SeqCst) + 1 {
-            running += 1;
-        } else {
-            running = 1;
-        }
-        if running > budget {
+        if meter.used(TICK) > budget {
             return Err(wasmtime::Error::msg(format!(
-                "the door ran wasm for more than {} ms without waiting (--max-cpu-ms)",
+                "the door ran for more than {} ms without waiting (--max-cpu-ms)",
                 limits.max_cpu_ms
             )));
         }
-        let resumed = resumed.clone();
+        meter.yielding();
+        let meter = meter.clone();
         Ok(UpdateDeadline::YieldCustom(
             1,
             Box::pin(async move {
                 tokio::task::yield_now().await;
-                resumed.store(TICKS.load(Ordering::SeqCst), Ordering::SeqCst);
+                meter.resumed();
             }),
         ))
     });

@@ -12,6 +12,7 @@ use wasmtime_wasi_http::{
     RequestOptions, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
 };
 
+use crate::cpu::Meter;
 use crate::session::Session;
 use crate::tasks::events::Reader;
 use crate::tokens;
@@ -36,6 +37,8 @@ pub use murmur::door::{events, session, task_store, tokens as token_types};
 pub struct RequestState {
     pub session: Arc<Session>,
     pub limits: StoreLimits,
+    /// The CPU the door has used since it last waited (`--max-cpu-ms`).
+    pub cpu: Arc<Meter>,
     wasi: WasiCtx,
     http: WasiHttpCtx,
     hooks: NoOutgoingRequests,
@@ -76,6 +79,7 @@ impl RequestState {
         RequestState {
             session,
             limits,
+            cpu: Arc::default(),
             // The door gets no environment, arguments, files or stdio.
             wasi: WasiCtx::builder().build(),
             http: WasiHttpCtx::new(),

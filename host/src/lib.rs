@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod control;
+pub mod cpu;
 pub mod engine;
 pub mod imports;
 pub mod manifest;

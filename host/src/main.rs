@@ -69,8 +69,9 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = engine::MAX_INSTANCES,
               value_parser = clap::value_parser!(u32).range(1..=100_000))]
         max_instances: u32,
-        /// Milliseconds of wasm a request may run without waiting; a door
-        /// past it is stopped and the request answered -32603 (or 500).
+        /// Milliseconds a request's door may run without waiting (its wasm
+        /// and the host calls it makes); a door past it is stopped and the
+        /// request answered -32603 (or 500).
         #[arg(long, value_name = "MS", default_value_t = engine::MAX_CPU_MS,
               value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
         max_cpu_ms: u64,

@@ -19,6 +19,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::control::{self, ControlToken};
+use crate::cpu;
 use crate::engine::{self, Door, Limits};
 use crate::imports::RequestState;
 use crate::session::Session;
@@ -167,8 +168,8 @@ impl Server {
     /// Instantiates `door` once in a store of its own, answering nothing.
     async fn trial(&self, door: &Door) -> anyhow::Result<()> {
         let mut store = self.store(door);
-        door.pre
-            .instantiate_async(&mut store)
+        let meter = store.data().cpu.clone();
+        cpu::metered(&meter, door.pre.instantiate_async(&mut store))
             .await
             .map(drop)
             .map_err(|e| anyhow::Error::from(e).context("instantiating the door component"))
@@ -323,13 +324,17 @@ impl Server {
         // response head. The task holds the door version until the guest
         // returns, after the body's last write: a stream opened on one
         // version finishes on it, whatever was swapped in meanwhile.
+        let meter = store.data().cpu.clone();
         let task = tokio::spawn(async move {
-            let pre = &serving.live().door.pre;
-            let proxy = pre.instantiate_async(&mut store).await?;
-            let answered = proxy
-                .wasi_http_incoming_handler()
-                .call_handle(&mut store, incoming, outparam)
-                .await;
+            let door = async {
+                let pre = &serving.live().door.pre;
+                let proxy = pre.instantiate_async(&mut store).await?;
+                proxy
+                    .wasi_http_incoming_handler()
+                    .call_handle(&mut store, incoming, outparam)
+                    .await
+            };
+            let answered = cpu::metered(&meter, door).await;
             tracing::debug!(door = serving.live().version, "door instance done");
             answered
         });
