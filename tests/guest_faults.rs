@@ -1,10 +1,12 @@
-//! A door that traps or answers nothing costs only its own request: the
-//! client gets -32603 (or 500 without a JSON-RPC id), and the host keeps
-//! serving. The broken doors are components written in text here.
+//! A door that traps, loops, hogs memory, answers nothing or answers garbage
+//! costs only its own request: the client gets -32603 (or 500 without a
+//! JSON-RPC id), or a response cut short once its head is out, and the host
+//! keeps serving. The broken doors are components written in text here, and
+//! the garbage ones `tests/faults-door`, built by the test.
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::tempdir::TempDir;
@@ -37,6 +39,32 @@ fn broken_door_with(fields: &str, body: &str) -> Vec<u8> {
   (export "wasi:http/incoming-handler@0.2.12" (instance $handler)))"#
     );
     wat::parse_str(text).expect("a valid component")
+}
+
+/// The component of `tests/faults-door`, built once for wasm32-wasip2 in the
+/// door's own target dir (`target/wasm`, where its dependencies are built).
+fn faults_door() -> &'static [u8] {
+    static BUILT: OnceLock<Vec<u8>> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let root = common::root();
+        let target_dir = root.join("target/wasm");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = std::process::Command::new(cargo);
+        build
+            .current_dir(&root)
+            .args(["build", "-p", "murmur-door-faults"])
+            .args(["--target", "wasm32-wasip2", "--profile", "wasm"])
+            .arg("--target-dir")
+            .arg(&target_dir);
+        for var in ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTFLAGS"] {
+            build.env_remove(var);
+        }
+        if let Err(e) = common::setup::run(&mut build) {
+            panic!("building the faults door: {e}");
+        }
+        let built = target_dir.join("wasm32-wasip2/wasm/murmur_door_faults.wasm");
+        std::fs::read(&built).unwrap_or_else(|e| panic!("reading {}: {e}", built.display()))
+    })
 }
 
 /// Serves `component` on an ephemeral port from a runtime of its own.
@@ -353,6 +381,139 @@ fn a_memory_hog_costs_only_its_request() {
     assert_eq!(common::exchange(good, head.as_bytes(), b"").status, 200);
 }
 
+/// Everything the server sends for `head` until it closes the connection
+/// (5 s at most), and how long it took.
+fn raw(addr: &str, head: &[u8]) -> (Vec<u8>, Duration) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let started = Instant::now();
+    stream.write_all(head).unwrap();
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    (out, started.elapsed())
+}
+
+/// A door that answers with an error code instead of a response (here with
+/// a 1 MiB message, which the log clips) is answered for like a trap.
+#[test]
+fn a_door_answering_an_error_code_is_answered_for() {
+    let (_runtime, addr) = serve(faults_door());
+    let head = |len: usize| {
+        format!(
+            "POST /error-code HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {len}\r\nconnection: close\r\n\r\n"
+        )
+    };
+    let body = r#"{"jsonrpc":"2.0","id":7,"method":"GetTask"}"#;
+    let reply = common::exchange(&addr, head(body.len()).as_bytes(), body.as_bytes());
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.json(), internal(json!(7)));
+    let reply = common::exchange(&addr, head(1).as_bytes(), b"{");
+    assert_eq!(reply.status, 500);
+    assert_eq!(
+        reply.json(),
+        json!({"error": "internal", "message": INTERNAL})
+    );
+}
+
+/// Once a door has set its head, the host cannot take it back: a body
+/// shorter than its content-length, or a stream the door traps in, ends the
+/// connection at once after what the door wrote (here given time to reach
+/// the client), so the client is not left waiting and can tell the response
+/// is incomplete: the short body lacks bytes, and the stream its last chunk.
+/// The next request is served.
+#[test]
+fn a_door_cut_short_after_its_head_closes_the_connection() {
+    let (_runtime, addr) = serve(faults_door());
+    // Kept alive: the close is the host's doing.
+    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n");
+    let date = |answer: &[u8]| {
+        let text = String::from_utf8_lossy(answer).into_owned();
+        let at = text.find("date: ").expect("a date header") + 6;
+        text[at..at + 29].to_string()
+    };
+
+    let (answer, took) = raw(&addr, get("/short-body").as_bytes());
+    let sent = format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: 100\r\ndate: {}\r\n\r\nonly this",
+        date(&answer)
+    );
+    assert_eq!(String::from_utf8_lossy(&answer), sent);
+    assert!(took < Duration::from_secs(4), "closed after {took:?}");
+
+    let (answer, took) = raw(&addr, get("/cut-stream").as_bytes());
+    let sent = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\ndate: {}\r\n\r\nB\r\ndata: one\n\n\r\n",
+        date(&answer)
+    );
+    assert_eq!(String::from_utf8_lossy(&answer), sent);
+    assert!(took < Duration::from_secs(4), "closed after {took:?}");
+
+    let last = format!("GET /garbage-head HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    assert_eq!(common::exchange(&addr, last.as_bytes(), b"").status, 200);
+}
+
+/// What a response head may not hold never reaches the client: the host
+/// refuses a status of 1000, a malformed header name, a value that would
+/// split the head, and the headers it frames itself; the door answers with
+/// what was refused. A door that pads a header past 64 KiB is stopped.
+#[test]
+fn garbage_in_a_head_is_refused_at_the_boundary() {
+    let (_runtime, addr) = serve(faults_door());
+    let head = format!("GET /garbage-head HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    let reply = common::exchange(&addr, head.as_bytes(), b"");
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.text(),
+        "bad name: HeaderError::InvalidSyntax\nx-split: HeaderError::InvalidSyntax\n\
+         connection: HeaderError::Forbidden\n\
+         transfer-encoding: HeaderError::Forbidden\nstatus 1000"
+    );
+    for name in ["x-injected", "bad name", "x-split"] {
+        assert_eq!(reply.header(name), None, "{name}");
+    }
+    // hyper's own framing, not the door's gzip.
+    assert_eq!(reply.header("transfer-encoding"), Some("chunked"));
+
+    let body = r#"{"jsonrpc":"2.0","id":"h","method":"GetTask"}"#;
+    let head = format!(
+        "POST /huge-head HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let reply = common::exchange(&addr, head.as_bytes(), body.as_bytes());
+    assert_eq!(reply.json(), internal(json!("h")));
+}
+
+/// A door that makes host resources without end is stopped at 1,024 of
+/// them: its request is answered -32603 at once, and 200 such requests
+/// leave the host's memory as it was.
+#[test]
+fn a_door_piling_host_resources_costs_only_its_request() {
+    let (_runtime, addr) = serve(faults_door());
+    let ask = |n: u64| {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"GetTask"}}"#);
+        let head = format!(
+            "POST /pile-resources HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        common::exchange(&addr, head.as_bytes(), body.as_bytes())
+    };
+    assert_eq!(ask(0).json(), internal(json!(0)));
+    let before = rss_kib();
+    let started = Instant::now();
+    const N: u64 = 200;
+    for n in 1..=N {
+        assert_eq!(ask(n).json(), internal(json!(n)));
+    }
+    let each = started.elapsed() / N as u32;
+    let after = rss_kib();
+    println!("{N} doors piling host resources: {each:?} each; RSS {before} -> {after} KiB");
+    assert!(each < Duration::from_millis(200), "{each:?} each");
+    assert!(after < before + 32 * 1024, "RSS {before} -> {after} KiB");
+}
+
 /// The HTTP limits: a body over `--max-body-bytes` is answered 413 in JSON;
 /// a head with more than `--max-headers` lines, or larger than
 /// `--max-header-bytes`, is answered 431 by hyper and the connection
@@ -360,8 +521,6 @@ fn a_memory_hog_costs_only_its_request() {
 /// `--header-timeout-ms`. The host serves on.
 #[test]
 fn request_limits() {
-    use std::io::{Read, Write};
-
     let http = HttpLimits {
         max_body_bytes: 1000,
         max_headers: 20,
@@ -386,30 +545,13 @@ fn request_limits() {
         "the request body is larger than 1000 bytes"
     );
 
-    /// What the server writes back to `head` before it closes, and when it
-    /// closed (5 s at most).
-    fn raw(addr: &str, head: &[u8]) -> (String, Duration) {
-        let mut stream = std::net::TcpStream::connect(addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        let started = Instant::now();
-        stream.write_all(head).unwrap();
-        let mut out = Vec::new();
-        let _ = stream.read_to_end(&mut out);
-        (
-            String::from_utf8_lossy(&out).into_owned(),
-            started.elapsed(),
-        )
-    }
-
     let mut many = format!("GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {addr}\r\n");
     for n in 0..40 {
         many.push_str(&format!("x-h{n}: v\r\n"));
     }
     many.push_str("\r\n");
     let (answer, took) = raw(addr, many.as_bytes());
-    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
+    assert!(answer.starts_with(b"HTTP/1.1 431"), "{answer:?}");
     assert!(took < Duration::from_secs(4), "not closed: {took:?}");
 
     let big = format!(
@@ -417,7 +559,7 @@ fn request_limits() {
         "b".repeat(20_000)
     );
     let (answer, took) = raw(addr, big.as_bytes());
-    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
+    assert!(answer.starts_with(b"HTTP/1.1 431"), "{answer:?}");
     assert!(took < Duration::from_secs(4), "not closed: {took:?}");
 
     let half = format!("GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {addr}\r\n");
@@ -426,7 +568,8 @@ fn request_limits() {
         took >= Duration::from_millis(250) && took < Duration::from_secs(4),
         "a stalled head was closed after {took:?}: {answer:?}"
     );
-    println!("stalled head closed after {took:?}, answered {answer:?}");
+    assert_eq!(answer, b"");
+    println!("stalled head closed after {took:?}, answered nothing");
 
     assert_eq!(common::exchange(addr, card.as_bytes(), b"").status, 200);
 }

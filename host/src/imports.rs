@@ -74,17 +74,31 @@ type OutgoingResult = Result<
     wasmtime_wasi_http::Error,
 >;
 
+/// Host resources (header fields, bodies, streams, pollables, event
+/// readers) a request's door may hold at once; past it the host call that
+/// would make one traps. A door needs a few dozen; the default of 1,000,000
+/// would let a door pile up host memory the store's limits do not see.
+pub const MAX_RESOURCES: usize = 1024;
+/// Bytes one header fields object the door builds may hold; past it
+/// `append` and `set` fail. With [`MAX_RESOURCES`] it keeps what a door can
+/// make the host hold within 64 MiB.
+pub const MAX_FIELDS_BYTES: usize = 64 << 10;
+
 impl RequestState {
     pub fn new(session: Arc<Session>, limits: StoreLimits) -> RequestState {
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(MAX_FIELDS_BYTES);
         RequestState {
             session,
             limits,
             cpu: Arc::default(),
             // The door gets no environment, arguments, files or stdio.
             wasi: WasiCtx::builder().build(),
-            http: WasiHttpCtx::new(),
+            http,
             hooks: NoOutgoingRequests,
-            table: ResourceTable::new(),
+            table,
         }
     }
 }

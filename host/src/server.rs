@@ -2,12 +2,14 @@
 
 use std::convert::Infallible;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
@@ -325,6 +327,8 @@ impl Server {
         // returns, after the body's last write: a stream opened on one
         // version finishes on it, whatever was swapped in meanwhile.
         let meter = store.data().cpu.clone();
+        let failed = Failed::default();
+        let failure = failed.clone();
         let task = tokio::spawn(async move {
             let door = async {
                 let pre = &serving.live().door.pre;
@@ -335,12 +339,16 @@ impl Server {
                     .await
             };
             let answered = cpu::metered(&meter, door).await;
+            if let Err(trap) = &answered {
+                // Before the store (and with it the body's sender) drops.
+                let _ = failure.set(format!("{trap:#}"));
+            }
             tracing::debug!(door = serving.live().version, "door instance done");
             answered
         });
 
         match receiver.await {
-            Ok(Ok(response)) => Ok(response),
+            Ok(Ok(response)) => Ok(response.map(|body| Guarded { body, failed }.boxed_unsync())),
             Ok(Err(code)) => Err(Failure::Guest(
                 format!("the door answered an error: {code:?}"),
                 body,
@@ -354,6 +362,39 @@ impl Server {
                 Err(Failure::Guest(why, body))
             }
         }
+    }
+}
+
+/// Why the door failed, once it has; set before its store drops.
+type Failed = Arc<OnceLock<String>>;
+
+/// A door's response body. A door that traps leaves its body unfinished, and
+/// dropping the store would end that body as if it were whole; ended after a
+/// failure, it ends with an error instead, so hyper cuts the connection and
+/// the client can tell the response is incomplete.
+struct Guarded {
+    body: HyperOutgoingBody,
+    failed: Failed,
+}
+
+impl hyper::body::Body for Guarded {
+    type Data = Bytes;
+    type Error = wasmtime_wasi_http::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let (Poll::Ready(None), Some(why)) = (&polled, self.failed.get()) {
+            tracing::error!(error = %clipped(why), "the door failed after its response head: the response is cut");
+            return Poll::Ready(Some(Err(wasmtime_wasi_http::Error::InternalError(None))));
+        }
+        polled
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -389,7 +430,7 @@ impl Failure {
                 internal_error(None)
             }
             Failure::Guest(why, body) => {
-                tracing::error!(error = %why, "the door failed");
+                tracing::error!(error = %clipped(&why), "the door failed");
                 internal_error(Some(&body))
             }
         }
@@ -411,6 +452,21 @@ fn internal_error(body: Option<&Bytes>) -> Response<HyperOutgoingBody> {
         ),
     }
 }
+
+/// At most [`LOGGED_BYTES`] of what a door said, for the log: a door may
+/// put a megabyte in an error code.
+fn clipped(why: &str) -> std::borrow::Cow<'_, str> {
+    if why.len() <= LOGGED_BYTES {
+        return why.into();
+    }
+    let mut end = LOGGED_BYTES;
+    while !why.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &why[..end], why.len()).into()
+}
+
+const LOGGED_BYTES: usize = 1024;
 
 /// The JSON-RPC id of a body, when it is a string or an integer.
 fn request_id(body: &[u8]) -> Option<serde_json::Value> {
@@ -434,7 +490,7 @@ fn plain(status: StatusCode, body: serde_json::Value) -> Response<HyperOutgoingB
 
 #[cfg(test)]
 mod tests {
-    use super::request_id;
+    use super::{clipped, request_id};
     use serde_json::json;
 
     #[test]
@@ -444,5 +500,15 @@ mod tests {
         assert_eq!(request_id(br#"{"id":1.5}"#), None);
         assert_eq!(request_id(br#"{"id":null}"#), None);
         assert_eq!(request_id(b"nope"), None);
+    }
+
+    #[test]
+    fn a_long_reason_is_clipped_for_the_log() {
+        assert_eq!(clipped("trap"), "trap");
+        let long = format!("é{}", "x".repeat(2000));
+        assert_eq!(
+            clipped(&long),
+            format!("é{}… (2002 bytes in all)", "x".repeat(1022))
+        );
     }
 }
