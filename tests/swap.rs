@@ -650,3 +650,67 @@ fn a_component_file_that_is_not_our_door_stops_the_launch() {
         "{stderr}"
     );
 }
+
+/// `--max-component-bytes` bounds every component the host reads: an upload
+/// past it is answered 413 without being read to its end, a file named to
+/// the control surface 422, and a `--component` file stops the launch. The
+/// live door keeps serving.
+#[test]
+fn a_component_past_the_limit_is_not_read() {
+    // Room for variant("small"), not for the longer tag.
+    let max = EMBEDDED_DOOR.len() + 40;
+    let state = TempDir::new("door");
+    let manifest = state.path().join("murmur.yaml");
+    std::fs::write(&manifest, MANIFEST).unwrap();
+    let big = state.path().join("big.wasm");
+    std::fs::write(&big, variant("a tag longer than ten bytes")).unwrap();
+    let limit = max.to_string();
+    let door = Door::start_with(&manifest, state, &["--max-component-bytes", &limit]);
+    let token = control_token(&door);
+
+    let (code, body) = swap(&door, &token, &variant("a tag longer than ten bytes"));
+    assert_eq!(code, 413);
+    assert_eq!(
+        body,
+        json!({"error": "payload_too_large", "message": format!("a component is at most {max} bytes (--max-component-bytes)")})
+    );
+    let path = big.display().to_string();
+    let reply = control(
+        &door,
+        Some(&token),
+        "POST",
+        "/swap",
+        &[("content-type", "application/json")],
+        json!({ "path": path }).to_string().as_bytes(),
+    );
+    assert_eq!(reply.status, 422);
+    let size = std::fs::metadata(&big).unwrap().len();
+    assert_eq!(
+        reply.json(),
+        json!({"error": "refused", "message": format!("reading {path}: the file has {size} bytes; a component is at most {max} bytes (--max-component-bytes)")})
+    );
+    // One within the limit swaps.
+    let (code, _) = swap(&door, &token, &variant("small"));
+    assert_eq!(code, 200);
+    assert_eq!(status(&door, &token)["live"]["version"], 2);
+    assert!(card_is_served(&door.addr));
+
+    let output = std::process::Command::new(common::binary())
+        .arg("serve")
+        .arg(&manifest)
+        .args(["--listen", "127.0.0.1:0", "--state"])
+        .arg(door.state.path().join("second"))
+        .arg("--component")
+        .arg(&big)
+        .args(["--max-component-bytes", &limit])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "reading the door component {path}: the file has {size} bytes; a component is at most {max} bytes"
+        )),
+        "{stderr}"
+    );
+}

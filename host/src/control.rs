@@ -25,15 +25,13 @@ use subtle::ConstantTimeEq;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::server::Server;
+use crate::swap;
 use crate::tokens;
 
 /// Under `/.well-known/`: RFC 8615 reserves the prefix, so no path the door
 /// serves (`/`, the card, the resource planes) nor any future A2A route can
 /// collide with it, and it sits beside the card the host already publishes.
 pub const CONTROL_PATH: &str = "/.well-known/murmur/control";
-
-/// The largest component the control surface reads.
-pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The control token.
 pub struct ControlToken(String);
@@ -88,13 +86,14 @@ pub async fn answer(
     match (action, &parts.method) {
         ("", &Method::GET) => json_response(StatusCode::OK, server.doors.status()),
         ("/swap", &Method::POST) => {
-            let body = match Limited::new(body, MAX_COMPONENT_BYTES).collect().await {
+            let max = server.max_component_bytes();
+            let body = match Limited::new(body, max).collect().await {
                 Ok(body) => body.to_bytes(),
                 Err(e) if e.is::<http_body_util::LengthLimitError>() => {
                     return error(
                         StatusCode::PAYLOAD_TOO_LARGE,
                         "payload_too_large",
-                        format!("a component is at most {MAX_COMPONENT_BYTES} bytes"),
+                        format!("a component is at most {max} bytes (--max-component-bytes)"),
                     );
                 }
                 Err(_) => {
@@ -151,13 +150,13 @@ async fn swap(
                 r#"a JSON body is {"path": "<component file>"}"#.into(),
             );
         };
-        match tokio::fs::read(&path).await {
+        match swap::read_component(path.as_ref(), server.max_component_bytes()).await {
             Ok(bytes) => (bytes, path),
             Err(e) => {
                 return error(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "refused",
-                    format!("reading {path}: {e}"),
+                    format!("reading {path}: {e:#}"),
                 );
             }
         }

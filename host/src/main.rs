@@ -17,6 +17,7 @@ use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::server::{self, Server};
 use murmur_door_host::session::Session;
+use murmur_door_host::swap;
 use murmur_door_host::tasks::events::DEFAULT_REPLAY_BUFFER;
 use murmur_door_host::tasks::{self, store::Store};
 
@@ -106,6 +107,11 @@ enum Command {
         /// default `control-token` beside the tokens file.
         #[arg(long, value_name = "FILE")]
         control_token_file: Option<PathBuf>,
+        /// Bytes a door component may have: the --component file, the file
+        /// SIGHUP reloads, and one sent to the control surface.
+        #[arg(long, value_name = "BYTES", default_value_t = swap::MAX_COMPONENT_BYTES,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 30))]
+        max_component_bytes: usize,
     },
 }
 
@@ -133,6 +139,7 @@ struct Options {
     http: server::HttpLimits,
     component: Option<PathBuf>,
     control_token_file: PathBuf,
+    max_component_bytes: usize,
 }
 
 fn main() -> ExitCode {
@@ -163,6 +170,7 @@ fn main() -> ExitCode {
                 header_timeout_ms,
                 component,
                 control_token_file,
+                max_component_bytes,
             },
     } = Cli::parse();
     let agent: Arc<dyn Agent> = match (agent, agent_cmd) {
@@ -176,6 +184,7 @@ fn main() -> ExitCode {
         tokens_file,
         control_token_file,
         component,
+        max_component_bytes,
         manifest,
         listen,
         state,
@@ -221,6 +230,7 @@ async fn serve(options: Options) -> anyhow::Result<()> {
         http,
         component,
         control_token_file,
+        max_component_bytes,
     } = options;
     let manifest = Manifest::load(&manifest_path)
         .with_context(|| format!("manifest {}", manifest_path.display()))?;
@@ -228,7 +238,8 @@ async fn serve(options: Options) -> anyhow::Result<()> {
     let door = match &component {
         None => Door::load(&engine, engine::EMBEDDED_DOOR)?,
         Some(path) => {
-            let bytes = std::fs::read(path)
+            let bytes = swap::read_component(path, max_component_bytes)
+                .await
                 .with_context(|| format!("reading the door component {}", path.display()))?;
             Door::load_checked(&engine, &bytes)
                 .with_context(|| format!("the door component {}", path.display()))?
@@ -285,7 +296,8 @@ async fn serve(options: Options) -> anyhow::Result<()> {
     let mut server = Server::new(door, session.clone())
         .with_control(control)
         .with_limits(limits)
-        .with_http_limits(http);
+        .with_http_limits(http)
+        .with_max_component_bytes(max_component_bytes);
     if let Some(path) = component {
         server = server.with_component_file(path);
     }

@@ -73,6 +73,8 @@ pub struct Server {
     limits: Limits,
     /// What each request's HTTP side may take.
     http: HttpLimits,
+    /// The largest component a swap reads.
+    max_component_bytes: usize,
 }
 
 /// A swap that took place.
@@ -96,7 +98,19 @@ impl Server {
             component_file: None,
             limits: Limits::default(),
             http: HttpLimits::default(),
+            max_component_bytes: swap::MAX_COMPONENT_BYTES,
         }
+    }
+
+    /// A component to swap in is at most `max` bytes.
+    pub fn with_max_component_bytes(mut self, max: usize) -> Server {
+        self.max_component_bytes = max;
+        self
+    }
+
+    /// The largest component a swap reads (`--max-component-bytes`).
+    pub fn max_component_bytes(&self) -> usize {
+        self.max_component_bytes
     }
 
     /// Each request's body, head and head's time limited to `http`.
@@ -197,11 +211,11 @@ impl Server {
             return;
         };
         tracing::info!(path = %file.display(), "SIGHUP: reloading the door component");
-        match tokio::fs::read(file).await {
+        match swap::read_component(file, self.max_component_bytes).await {
             // A refusal is logged by swap.
             Ok(bytes) => drop(self.swap(bytes, file.display().to_string()).await),
             Err(e) => {
-                tracing::warn!(path = %file.display(), error = %e, "door swap refused: the file cannot be read")
+                tracing::warn!(path = %file.display(), error = %format!("{e:#}"), "door swap refused: the file cannot be read")
             }
         }
     }

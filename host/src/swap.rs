@@ -3,6 +3,7 @@
 //! on one version finishes on it; a swap replaces the live door atomically
 //! and keeps the one it replaced for a rollback.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +19,30 @@ pub type Source = String;
 
 /// The source of the door built into the binary.
 pub const EMBEDDED: &str = "embedded";
+
+/// The largest door component the host reads (`--max-component-bytes`): from
+/// `--component`, on SIGHUP, or sent to the control surface. The door built
+/// from `guest/` is under 1 MiB; a debug build with its names, about 10.
+pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
+
+/// Reads the component in `path`, refusing one larger than `max` bytes
+/// before reading it (and should it grow while read).
+pub async fn read_component(path: &Path, max: usize) -> anyhow::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::File::open(path).await?;
+    let len = file.metadata().await?.len();
+    anyhow::ensure!(
+        len <= max as u64,
+        "the file has {len} bytes; a component is at most {max} bytes (--max-component-bytes)"
+    );
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(max as u64 + 1).read_to_end(&mut bytes).await?;
+    anyhow::ensure!(
+        bytes.len() <= max,
+        "the file grew past {max} bytes while read (--max-component-bytes)"
+    );
+    Ok(bytes)
+}
 
 /// One loaded version of the door.
 pub struct Live {
