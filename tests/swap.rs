@@ -89,6 +89,40 @@ fn swap(door: &Door, token: &str, bytes: &[u8]) -> (u16, Value) {
     (reply.status, reply.json())
 }
 
+/// Swaps to the component in the file at `path`, named in a JSON body.
+fn swap_path(door: &Door, token: &str, path: &str) -> Reply {
+    control(
+        door,
+        Some(token),
+        "POST",
+        "/swap",
+        &[("content-type", "application/json")],
+        json!({ "path": path }).to_string().as_bytes(),
+    )
+}
+
+/// Launches the binary on `component` and returns its stderr once it has
+/// failed to start.
+fn launch_refused(
+    manifest: &std::path::Path,
+    state: &std::path::Path,
+    component: &std::path::Path,
+    extra: &[&str],
+) -> String {
+    let output = std::process::Command::new(common::binary())
+        .arg("serve")
+        .arg(manifest)
+        .args(["--listen", "127.0.0.1:0", "--state"])
+        .arg(state)
+        .arg("--component")
+        .arg(component)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 fn card_is_served(addr: &str) -> bool {
     let head = format!(
         "GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
@@ -409,28 +443,13 @@ fn a_component_that_is_not_our_door_is_refused() {
         assert!(card_is_served(&door.addr), "{label}");
     }
     // A file that cannot be read, named in a JSON body.
-    let reply = control(
-        &door,
-        Some(&token),
-        "POST",
-        "/swap",
-        &[("content-type", "application/json")],
-        br#"{"path": "/nonexistent/door.wasm"}"#,
-    );
+    let reply = swap_path(&door, &token, "/nonexistent/door.wasm");
     assert_eq!(reply.status, 422, "{}", reply.text());
     assert!(reply.text().contains("/nonexistent/door.wasm"));
     // A file that can be.
     let file = door.state.path().join("v2.wasm");
     std::fs::write(&file, variant("file")).unwrap();
-    let body = json!({"path": file}).to_string();
-    let reply = control(
-        &door,
-        Some(&token),
-        "POST",
-        "/swap",
-        &[("content-type", "application/json")],
-        body.as_bytes(),
-    );
+    let reply = swap_path(&door, &token, &file.display().to_string());
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert_eq!(reply.json()["live"]["source"], file.display().to_string());
     assert_eq!(reply.json()["live"]["version"], 2);
@@ -634,17 +653,7 @@ fn a_component_file_that_is_not_our_door_stops_the_launch() {
     std::fs::write(&manifest, MANIFEST).unwrap();
     let file = state.path().join("door.wasm");
     std::fs::write(&file, door_without_session()).unwrap();
-    let output = std::process::Command::new(common::binary())
-        .arg("serve")
-        .arg(&manifest)
-        .args(["--listen", "127.0.0.1:0", "--state"])
-        .arg(state.path())
-        .arg("--component")
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = launch_refused(&manifest, state.path(), &file, &[]);
     assert!(
         stderr.contains("does not import [\"murmur:door/session\", \"murmur:door/tokens\"]"),
         "{stderr}"
@@ -675,14 +684,7 @@ fn a_component_past_the_limit_is_not_read() {
         json!({"error": "payload_too_large", "message": format!("a component is at most {max} bytes (--max-component-bytes)")})
     );
     let path = big.display().to_string();
-    let reply = control(
-        &door,
-        Some(&token),
-        "POST",
-        "/swap",
-        &[("content-type", "application/json")],
-        json!({ "path": path }).to_string().as_bytes(),
-    );
+    let reply = swap_path(&door, &token, &path);
     assert_eq!(reply.status, 422);
     let size = std::fs::metadata(&big).unwrap().len();
     assert_eq!(
@@ -695,18 +697,8 @@ fn a_component_past_the_limit_is_not_read() {
     assert_eq!(status(&door, &token)["live"]["version"], 2);
     assert!(card_is_served(&door.addr));
 
-    let output = std::process::Command::new(common::binary())
-        .arg("serve")
-        .arg(&manifest)
-        .args(["--listen", "127.0.0.1:0", "--state"])
-        .arg(door.state.path().join("second"))
-        .arg("--component")
-        .arg(&big)
-        .args(["--max-component-bytes", &limit])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let second = door.state.path().join("second");
+    let stderr = launch_refused(&manifest, &second, &big, &["--max-component-bytes", &limit]);
     assert!(
         stderr.contains(&format!(
             "reading the door component {path}: the file has {size} bytes; a component is at most {max} bytes"
