@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::{Door, Reply, ordered};
+use common::Door;
+use common::rpc::{a2a_error, assert_refusal, assert_rpc_error, rpc};
 use serde_json::{Value, json};
 
 const PUBLIC: &str = "
@@ -38,32 +39,6 @@ const DOOR_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-d
 const NOT_FOUND: &str = r#"{"error":"not_found","message":"this door answers GET /.well-known/agent-card.json and JSON-RPC as POST / with content-type: application/json and a body"}"#;
 const PEER_NOT_ACCEPTED: &str = r#"{"error":"peer_not_accepted","message":"this capsule does not accept tasks from peer capsules"}"#;
 
-fn rpc(method: &str, params: &str) -> String {
-    format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#)
-}
-
-/// A JSON-RPC answer: HTTP 200, application/json, the exact error object, no
-/// A2A-Extensions (a refusal carries none).
-fn assert_rpc_error(reply: &Reply, id: Value, error: Value) {
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    assert_eq!(reply.header("content-type"), Some("application/json"));
-    assert_eq!(reply.header("a2a-extensions"), None);
-    let expected = json!({"jsonrpc": "2.0", "id": id, "error": error});
-    assert_eq!(
-        ordered(&reply.text()),
-        serde_json::to_string(&expected).unwrap()
-    );
-}
-
-fn a2a_error(code: i64, message: &str, reason: &str, metadata: Value) -> Value {
-    json!({"code": code, "message": message, "data": [{
-        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-        "reason": reason,
-        "domain": "a2a-protocol.org",
-        "metadata": metadata,
-    }]})
-}
-
 fn version_error(requested: &str) -> Value {
     a2a_error(
         -32009,
@@ -89,15 +64,6 @@ fn method_not_found() -> Value {
 /// GetTask without an id: the door reached step 14.
 fn get_task_requires_an_id() -> Value {
     json!({"code": -32602, "message": "GetTask requires an id"})
-}
-
-/// An HTTP refusal: the status, the exact body and `www-authenticate`.
-fn assert_refusal(reply: &Reply, status: u16, body: &str, challenge: Option<&str>) {
-    assert_eq!(reply.status, status, "{}", reply.text());
-    assert_eq!(reply.header("content-type"), Some("application/json"));
-    assert_eq!(reply.text(), body);
-    assert_eq!(reply.header("www-authenticate"), challenge);
-    assert_eq!(reply.header("a2a-extensions"), None);
 }
 
 fn unauthenticated() -> String {

@@ -17,8 +17,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::rpc::{a2a_error, assert_refusal, assert_rpc_error, rpc};
 use common::setup::run;
-use common::{Reply, exchange, ordered, root};
+use common::{Reply, exchange, root};
 use serde_json::{Value, json};
 
 const DOOR_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";
@@ -193,37 +194,6 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn rpc(method: &str, params: &str) -> String {
-    format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#)
-}
-
-fn assert_rpc_error(reply: &Reply, id: Value, error: Value) {
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    assert_eq!(reply.header("content-type"), Some("application/json"));
-    assert_eq!(reply.header("a2a-extensions"), None);
-    let expected = json!({"jsonrpc": "2.0", "id": id, "error": error});
-    assert_eq!(
-        ordered(&reply.text()),
-        serde_json::to_string(&expected).unwrap()
-    );
-}
-
-fn a2a_error(code: i64, message: &str, reason: &str, metadata: Value) -> Value {
-    json!({"code": code, "message": message, "data": [{
-        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-        "reason": reason,
-        "domain": "a2a-protocol.org",
-        "metadata": metadata,
-    }]})
-}
-
-fn assert_refusal(reply: &Reply, status: u16, body: &str, challenge: Option<&str>) {
-    assert_eq!(reply.status, status, "{}", reply.text());
-    assert_eq!(reply.header("content-type"), Some("application/json"));
-    assert_eq!(reply.text(), body);
-    assert_eq!(reply.header("www-authenticate"), challenge);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod rpc;
 pub mod setup;
 
 use std::io::{BufRead, BufReader, Read, Write};
