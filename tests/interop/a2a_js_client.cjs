@@ -258,10 +258,12 @@ async function run(url) {
   console.log(`wire: ${wire.length} JSON-RPC exchanges, each with A2A-Version: 1.0 and its id echoed`);
 }
 
-async function main() {
+// Runs `run(url)` for at most 60 s: exit 0 and `ok` when it passes, 1 and a
+// MISMATCH line when it does not, 2 on a wrong command line.
+async function runScript(run, usage, ok) {
   const url = process.argv[2];
   if (!url || process.argv.length !== 3) {
-    console.error("usage: node a2a_js_client.cjs DOOR_URL");
+    console.error(`usage: node ${usage} DOOR_URL`);
     process.exit(2);
   }
   const timer = setTimeout(() => {
@@ -280,10 +282,10 @@ async function main() {
     process.exit(1);
   }
   clearTimeout(timer);
-  console.log("ok: @a2a-js/sdk drove the door");
+  console.log(ok);
 }
 
 // a2a_js_streams.cjs reuses the helpers.
-module.exports = { Mismatch, expect, same, state, artifacts, show, userMessage, send };
+module.exports = { Mismatch, expect, same, state, artifacts, show, userMessage, send, runScript };
 
-if (require.main === module) main();
+if (require.main === module) runScript(run, "a2a_js_client.cjs", "ok: @a2a-js/sdk drove the door");

@@ -50,7 +50,17 @@ const {
   JsonRpcTransportFactory,
 } = require("@a2a-js/sdk/client");
 const { StreamResponse, taskStateToJSON } = require("@a2a-js/sdk");
-const { Mismatch, expect, same, state, artifacts, show, userMessage, send } = require("./a2a_js_client.cjs");
+const {
+  Mismatch,
+  expect,
+  same,
+  state,
+  artifacts,
+  show,
+  userMessage,
+  send,
+  runScript,
+} = require("./a2a_js_client.cjs");
 
 const NEVER_HELD = "tsk_0000000000000000000000000000dead";
 const STREAMS = ["SendStreamingMessage", "SubscribeToTask"];
@@ -426,29 +436,4 @@ async function run(url) {
   );
 }
 
-async function main() {
-  const url = process.argv[2];
-  if (!url || process.argv.length !== 3) {
-    console.error("usage: node a2a_js_streams.cjs DOOR_URL");
-    process.exit(2);
-  }
-  const timer = setTimeout(() => {
-    console.error("MISMATCH: the run took over 60 s");
-    process.exit(1);
-  }, 60000);
-  try {
-    await run(url);
-  } catch (e) {
-    if (e instanceof Mismatch) {
-      console.error(`MISMATCH: ${e.message}`);
-    } else {
-      console.error(e.stack);
-      console.error(`MISMATCH: unexpected ${e.name}: ${e.message}`);
-    }
-    process.exit(1);
-  }
-  clearTimeout(timer);
-  console.log("ok: @a2a-js/sdk followed the door's streams");
-}
-
-main();
+runScript(run, "a2a_js_streams.cjs", "ok: @a2a-js/sdk followed the door's streams");

@@ -308,9 +308,11 @@ async def run(url):
               % len(wire.exchanges))
 
 
-def main(argv):
+def run_script(run, argv, usage, ok):
+    """Runs `run(url)` for at most 60 s: 0 and `ok` when it passes, 1 and a
+    MISMATCH line when it does not, 2 on a wrong command line."""
     if len(argv) != 1:
-        print("usage: a2a_python_client.py DOOR_URL", file=sys.stderr)
+        print("usage: %s DOOR_URL" % usage, file=sys.stderr)
         return 2
     try:
         asyncio.run(asyncio.wait_for(run(argv[0]), timeout=60))
@@ -324,8 +326,12 @@ def main(argv):
         traceback.print_exc()
         print("MISMATCH: unexpected %s: %s" % (type(e).__name__, e), file=sys.stderr)
         return 1
-    print("ok: a2a-sdk drove the door")
+    print(ok)
     return 0
+
+
+def main(argv):
+    return run_script(run, argv, "a2a_python_client.py", "ok: a2a-sdk drove the door")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError, TaskNotFoundError, UnsupportedOperationError
 
-from a2a_python_client import Mismatch, expect, send, show, state, user_message
+from a2a_python_client import Mismatch, expect, run_script, send, show, state, user_message
 
 NEVER_HELD = "tsk_0000000000000000000000000000dead"
 STREAMS = ("SendStreamingMessage", "SubscribeToTask")
@@ -434,23 +434,7 @@ async def run(url):
 
 
 def main(argv):
-    if len(argv) != 1:
-        print("usage: a2a_python_streams.py DOOR_URL", file=sys.stderr)
-        return 2
-    try:
-        asyncio.run(asyncio.wait_for(run(argv[0]), timeout=60))
-    except Mismatch as e:
-        print("MISMATCH: %s" % e, file=sys.stderr)
-        return 1
-    except asyncio.TimeoutError:
-        print("MISMATCH: the run took over 60 s", file=sys.stderr)
-        return 1
-    except Exception as e:  # an SDK error the run did not expect
-        traceback.print_exc()
-        print("MISMATCH: unexpected %s: %s" % (type(e).__name__, e), file=sys.stderr)
-        return 1
-    print("ok: a2a-sdk followed the door's streams")
-    return 0
+    return run_script(run, argv, "a2a_python_streams.py", "ok: a2a-sdk followed the door's streams")
 
 
 if __name__ == "__main__":
