@@ -132,6 +132,21 @@ pub fn engine() -> anyhow::Result<Engine> {
 /// each memory at most `max_memory_bytes`. One more request than that waits
 /// for nothing: it is answered -32603. The epoch ticker advances it.
 pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result<Engine> {
+    // Without PAGEMAP_SCAN, keeping pages resident would memset the lowest
+    // addresses of every memory (the door's unused stack) on each reset.
+    let engine = Engine::new(&config(max_instances, max_memory_bytes, true)).or_else(|e| {
+        tracing::info!(error = %e, "no PAGEMAP_SCAN: door memory is reset with madvise");
+        Engine::new(&config(max_instances, max_memory_bytes, false))
+    });
+    let engine = wasm_context(engine, "creating the wasmtime engine")?;
+    tick_engine(&engine);
+    Ok(engine)
+}
+
+/// The engine's configuration; `resident`: dirty pages are found with
+/// PAGEMAP_SCAN and reset in place (an engine with it fails to build on a
+/// kernel without it).
+fn config(max_instances: u32, max_memory_bytes: usize, resident: bool) -> Config {
     let cores = max_instances.saturating_mul(4);
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(max_instances)
@@ -140,22 +155,22 @@ pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result
         .total_tables(cores)
         // Every instance runs on a fiber of its own (async calls).
         .total_stacks(max_instances)
-        .max_memory_size(max_memory_bytes)
-        // A request dirties a few dozen pages of its door's memory. Resetting
-        // them with madvise costs a page fault for each on the next request
-        // in the slot, and a TLB shootdown across cores; with PAGEMAP_SCAN
-        // (Linux 6.7+) the dirty pages are found and copied back from the
-        // image instead, up to this many bytes, and stay resident. It halves
-        // a short request's cost; a slot keeps at most this much resident.
-        .linear_memory_keep_resident(KEEP_RESIDENT)
-        .table_keep_resident(64 << 10)
-        .pagemap_scan(wasmtime::Enabled::Auto);
+        .max_memory_size(max_memory_bytes);
+    if resident {
+        // A request dirties a few dozen pages of its door's memory. Reset
+        // with madvise, each costs a page fault on the next request in the
+        // slot, and the reset a TLB shootdown across cores; PAGEMAP_SCAN
+        // (Linux 6.7+) finds the dirty pages, which are copied back from the
+        // image in place, up to KEEP_RESIDENT bytes. It halves a short
+        // request's cost; a slot keeps at most that much resident.
+        pool.linear_memory_keep_resident(KEEP_RESIDENT)
+            .table_keep_resident(64 << 10)
+            .pagemap_scan(wasmtime::Enabled::Yes);
+    }
     let mut config = Config::new();
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     config.epoch_interruption(true);
-    let engine = wasm_context(Engine::new(&config), "creating the wasmtime engine")?;
-    tick_engine(&engine);
-    Ok(engine)
+    config
 }
 
 /// A door component ready to serve.
