@@ -20,9 +20,10 @@ pub const EMBEDDED_DOOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/door.
 /// Door instances alive at once (`--max-instances`): a request holds one
 /// while it is answered, an open stream holds one for its whole life, so
 /// 1,100 fits 1,000 streams beside ordinary requests. A Rust wasip2 component
-/// makes 3 core instances, hence the 4x below; the pool reserves address
-/// space for every slot up front but only touches the memory a live instance
-/// uses.
+/// makes 3 core instances and 1 memory, hence the room for 4 core instances
+/// and 2 memories (a door built with the preview1 adapter has 2) each; the
+/// pool reserves 4 GiB of address space for every memory up front but only
+/// touches what a live instance uses.
 pub const MAX_INSTANCES: u32 = 1100;
 /// A door's linear memory may grow to this many bytes per request
 /// (`--max-memory-mb`).
@@ -151,7 +152,7 @@ fn config(max_instances: u32, max_memory_bytes: usize, resident: bool) -> Config
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(max_instances)
         .total_core_instances(cores)
-        .total_memories(cores)
+        .total_memories(max_instances.saturating_mul(2))
         .total_tables(cores)
         // Every instance runs on a fiber of its own (async calls).
         .total_stacks(max_instances)
