@@ -346,13 +346,21 @@ fn a_launch_without_resume_starts_a_new_session() {
 
 /// Runs `serve --resume` on `state`, expecting it to stop by itself.
 fn resume_refused(state: &std::path::Path) -> String {
+    launch_refused(state, &["--resume"])
+}
+
+/// The stderr of a launch on `state` with `extra` flags, which must stop
+/// without listening.
+fn launch_refused(state: &std::path::Path, extra: &[&str]) -> String {
     let dir = TempDir::new("resume-refused");
     let manifest = dir.path().join("murmur.yaml");
     std::fs::write(&manifest, PUBLIC).unwrap();
     let mut child = Command::new(binary())
         .arg("serve")
         .arg(&manifest)
-        .args(["--listen", "127.0.0.1:0", "--resume", "--state"])
+        .args(["--listen", "127.0.0.1:0"])
+        .args(extra)
+        .arg("--state")
         .arg(state)
         .arg("--tokens-file")
         .arg(dir.path().join("tokens.json"))
@@ -369,7 +377,7 @@ fn resume_refused(state: &std::path::Path) -> String {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("--resume with no session kept running");
+            panic!("the launch with {extra:?} kept running");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -394,4 +402,31 @@ fn resume_with_no_session_exits_with_a_message() {
             "the message names the state directory: {stderr}"
         );
     }
+}
+
+// One door to a state directory: a second launch on it, resuming or not,
+// stops with a message naming the directory and the door that holds it, and
+// leaves the session as it was; once the first door has stopped, the
+// session resumes.
+#[test]
+fn a_state_directory_serves_one_door_at_a_time() {
+    let state = TempDir::new("locked");
+    let manifest = state.path().join("murmur.yaml");
+    std::fs::write(&manifest, PUBLIC).unwrap();
+    let door = Door::start_with(&manifest, state, &[]);
+    let session = door.session_id();
+    let task = door.send_task(None, "reply kept", json!({}));
+    let expected = format!(
+        "the state directory {} is in use by another murmur-door (pid {})",
+        door.state.path().display(),
+        door.pid()
+    );
+    for extra in [&[][..], &["--resume"][..]] {
+        let stderr = launch_refused(door.state.path(), extra);
+        assert!(stderr.contains(&expected), "{extra:?}: {stderr}");
+    }
+    assert_eq!(door.session_id(), session);
+    let door = door.restart(&["--resume"]);
+    assert_eq!(door.session_id(), session);
+    assert_eq!(door.get_task(None, &id(&task))["id"], task["id"]);
 }

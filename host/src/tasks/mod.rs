@@ -15,6 +15,7 @@
 
 pub mod events;
 pub mod ids;
+pub mod lock;
 pub mod store;
 
 use std::collections::{HashMap, VecDeque};

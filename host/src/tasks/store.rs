@@ -33,6 +33,7 @@ use crate::imports::task_store::{
 use crate::imports::token_types::Credential;
 
 use super::ids;
+use super::lock::StateLock;
 
 /// The file the current session lives in, under the state directory.
 pub const SESSION_DB: &str = "session.db";
@@ -222,6 +223,8 @@ pub struct Store {
     inner: Mutex<Inner>,
     /// The tasks `--resume` failed, until the hub publishes their events.
     restarted: Mutex<Vec<Restarted>>,
+    /// The state directory's lock, held while the store lives.
+    _lock: Option<StateLock>,
 }
 
 struct Inner {
@@ -257,6 +260,14 @@ impl Store {
             .mode(0o700)
             .create(state)
             .with_context(|| format!("cannot create the state directory {}", state.display()))?;
+        let lock = StateLock::acquire(state)?;
+        let mut opened = Store::open_locked(state, resume, now_ms)?;
+        opened.store._lock = Some(lock);
+        Ok(opened)
+    }
+
+    /// [`Store::open`] once this process holds the state directory.
+    fn open_locked(state: &Path, resume: bool, now_ms: i64) -> anyhow::Result<Opened> {
         let path = state.join(SESSION_DB);
         if resume {
             if !path.exists() {
@@ -315,6 +326,7 @@ impl Store {
                 last_event: 0,
             }),
             restarted: Mutex::new(Vec::new()),
+            _lock: None,
         })
     }
 
@@ -353,6 +365,7 @@ impl Store {
                 last_event: last_event as u64,
             }),
             restarted: Mutex::new(Vec::new()),
+            _lock: None,
         })
     }
 

@@ -1,0 +1,77 @@
+//! One door to a state directory: two would both write its session, and a
+//! launch without `--resume` would archive the session another door is
+//! serving. The lock is an advisory `flock` on `STATE/lock`, so it is
+//! released however the process ends.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+
+/// The lock file's name in the state directory; it holds the pid of the
+/// door that holds it.
+pub const LOCK_FILE: &str = "lock";
+
+/// The state directory, held by this process until dropped.
+#[derive(Debug)]
+pub struct StateLock {
+    /// Closing it releases the lock.
+    _file: File,
+}
+
+impl StateLock {
+    /// Takes the lock of `state`, or says which process holds it.
+    pub fn acquire(state: &Path) -> anyhow::Result<StateLock> {
+        let path = state.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            bail!(
+                "the state directory {} is in use by another murmur-door (pid {})",
+                state.display(),
+                holder.trim()
+            );
+        }
+        file.set_len(0)?;
+        file.rewind()?;
+        write!(file, "{}", std::process::id())?;
+        Ok(StateLock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_holder_is_refused_until_the_first_lets_go() {
+        let dir = std::env::temp_dir().join(format!("murmur-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let first = StateLock::acquire(&dir).unwrap();
+        let refused = StateLock::acquire(&dir).unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            format!(
+                "the state directory {} is in use by another murmur-door (pid {})",
+                dir.display(),
+                std::process::id()
+            )
+        );
+        drop(first);
+        let again = StateLock::acquire(&dir).unwrap();
+        drop(again);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
