@@ -267,7 +267,7 @@ impl Store {
     }
 
     /// [`Store::open`] once this process holds the state directory.
-    fn open_locked(state: &Path, resume: bool, now_ms: i64) -> anyhow::Result<Opened> {
+    pub(crate) fn open_locked(state: &Path, resume: bool, now_ms: i64) -> anyhow::Result<Opened> {
         let path = state.join(SESSION_DB);
         if resume {
             if !path.exists() {

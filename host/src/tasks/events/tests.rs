@@ -596,7 +596,9 @@ async fn event_ids_survive_a_resume_and_an_old_id_reads_a_gap() {
     assert_eq!(hub.events().latest(), 8);
     hub.close();
 
-    let resumed = Store::open(dir.path(), true, now_ms()).unwrap();
+    // The first store still holds the directory's lock, which a crashed
+    // process would have let go of.
+    let resumed = Store::open_locked(dir.path(), true, now_ms()).unwrap();
     assert_eq!(resumed.failed_by_resume, std::slice::from_ref(&live.id));
     let hub = Hub::new(
         resumed.store,
