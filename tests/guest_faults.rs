@@ -24,21 +24,7 @@ fn broken_door(body: &str) -> Vec<u8> {
 
 /// [`broken_door`] whose core module also declares `fields` (a memory).
 fn broken_door_with(fields: &str, body: &str) -> Vec<u8> {
-    let text = format!(
-        r#"(component
-  (import "wasi:http/types@0.2.12" (instance $types
-    (export "incoming-request" (type (sub resource)))
-    (export "response-outparam" (type (sub resource)))))
-  (alias export $types "incoming-request" (type $request))
-  (alias export $types "response-outparam" (type $outparam))
-  (core module $m {fields} (func (export "handle") (param i32 i32) {body}))
-  (core instance $i (instantiate $m))
-  (func $handle (param "request" (own $request)) (param "response-out" (own $outparam))
-    (canon lift (core func $i "handle")))
-  (instance $handler (export "handle" (func $handle)))
-  (export "wasi:http/incoming-handler@0.2.12" (instance $handler)))"#
-    );
-    wat::parse_str(text).expect("a valid component")
+    common::handler_component("", fields, body)
 }
 
 /// The component of `tests/faults-door`, built once for wasm32-wasip2 in the

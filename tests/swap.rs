@@ -344,21 +344,7 @@ fn a_stream_opened_before_a_swap_finishes_on_its_version() {
 /// it would answer from no session at all, like a door composed with a
 /// provider of its own.
 fn door_without_session() -> Vec<u8> {
-    wat::parse_str(
-        r#"(component
-  (import "wasi:http/types@0.2.12" (instance $types
-    (export "incoming-request" (type (sub resource)))
-    (export "response-outparam" (type (sub resource)))))
-  (alias export $types "incoming-request" (type $request))
-  (alias export $types "response-outparam" (type $outparam))
-  (core module $m (func (export "handle") (param i32 i32) unreachable))
-  (core instance $i (instantiate $m))
-  (func $handle (param "request" (own $request)) (param "response-out" (own $outparam))
-    (canon lift (core func $i "handle")))
-  (instance $handler (export "handle" (func $handle)))
-  (export "wasi:http/incoming-handler@0.2.12" (instance $handler)))"#,
-    )
-    .unwrap()
+    common::handler_component("", "", "unreachable")
 }
 
 /// A component of another world: it exports a function `run` and no handler.
@@ -375,22 +361,11 @@ fn wrong_world() -> Vec<u8> {
 
 /// A handler that imports an interface the host does not provide.
 fn foreign_import() -> Vec<u8> {
-    wat::parse_str(
-        r#"(component
-  (import "acme:vault/secrets@1.0.0" (instance $vault))
-  (import "wasi:http/types@0.2.12" (instance $types
-    (export "incoming-request" (type (sub resource)))
-    (export "response-outparam" (type (sub resource)))))
-  (alias export $types "incoming-request" (type $request))
-  (alias export $types "response-outparam" (type $outparam))
-  (core module $m (func (export "handle") (param i32 i32) unreachable))
-  (core instance $i (instantiate $m))
-  (func $handle (param "request" (own $request)) (param "response-out" (own $outparam))
-    (canon lift (core func $i "handle")))
-  (instance $handler (export "handle" (func $handle)))
-  (export "wasi:http/incoming-handler@0.2.12" (instance $handler)))"#,
+    common::handler_component(
+        r#"(import "acme:vault/secrets@1.0.0" (instance $vault))"#,
+        "",
+        "unreachable",
     )
-    .unwrap()
 }
 
 #[test]

@@ -724,3 +724,26 @@ pub fn not_found(task_id: &str) -> Value {
         "metadata": {"taskId": task_id},
     }]})
 }
+
+/// A component exporting `wasi:http/incoming-handler` written in text, for
+/// doors that are not ours: it imports `wasi:http/types` and `imports` (more
+/// component imports), and its `handle` runs `body` (core wasm) in a core
+/// module that also declares `fields` (a memory, say).
+pub fn handler_component(imports: &str, fields: &str, body: &str) -> Vec<u8> {
+    let text = format!(
+        r#"(component
+  {imports}
+  (import "wasi:http/types@0.2.12" (instance $types
+    (export "incoming-request" (type (sub resource)))
+    (export "response-outparam" (type (sub resource)))))
+  (alias export $types "incoming-request" (type $request))
+  (alias export $types "response-outparam" (type $outparam))
+  (core module $m {fields} (func (export "handle") (param i32 i32) {body}))
+  (core instance $i (instantiate $m))
+  (func $handle (param "request" (own $request)) (param "response-out" (own $outparam))
+    (canon lift (core func $i "handle")))
+  (instance $handler (export "handle" (func $handle)))
+  (export "wasi:http/incoming-handler@0.2.12" (instance $handler)))"#
+    );
+    wat::parse_str(text).expect("a valid component")
+}
