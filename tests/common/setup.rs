@@ -44,22 +44,30 @@ fn fresh(dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))
 }
 
-/// Creates `<repo>/target/py-venv` with tests/proto/requirements.txt,
-/// unless its `.installed` marker already holds exactly that file's text —
-/// the same venv and marker tests/card_proto.rs creates.
+/// Creates `<repo>/target/py-venv` with tests/proto/requirements.txt — the
+/// same venv tests/card_proto.rs uses.
 fn create_venv() -> Result<PathBuf, String> {
-    let requirements = super::root().join("tests/proto/requirements.txt");
-    let venv = super::root().join("target/py-venv");
+    let root = super::root();
+    venv(
+        &root.join("tests/proto/requirements.txt"),
+        &root.join("target/py-venv"),
+    )
+}
+
+/// Creates the virtualenv `venv` with the pinned `requirements`, unless its
+/// `.installed` marker already holds exactly that file's text. Returns its
+/// python.
+pub fn venv(requirements: &Path, venv: &Path) -> Result<PathBuf, String> {
     let python = venv.join("bin/python");
     let marker = venv.join(".installed");
-    let wanted = read(&requirements)?;
+    let wanted = read(requirements)?;
     if python.exists() && std::fs::read_to_string(&marker).ok().as_deref() == Some(wanted.as_str())
     {
         return Ok(python);
     }
     let started = Instant::now();
-    fresh(&venv)?;
-    run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    fresh(venv)?;
+    run(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
     run(Command::new(&python)
         .args([
             "-m",
@@ -69,10 +77,21 @@ fn create_venv() -> Result<PathBuf, String> {
             "-q",
             "-r",
         ])
-        .arg(&requirements))?;
+        .arg(requirements))?;
     std::fs::write(&marker, &wanted).map_err(|e| format!("writing {}: {e}", marker.display()))?;
     eprintln!("created {} in {:.1?}", venv.display(), started.elapsed());
     Ok(python)
+}
+
+/// `cargo` in the repository's root, without the settings of the `cargo
+/// test` that runs it (they describe the host build, not this one).
+pub fn cargo() -> Command {
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo.current_dir(super::root());
+    for var in ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTFLAGS"] {
+        cargo.env_remove(var);
+    }
+    cargo
 }
 
 /// Installs tests/interop/package.json and its package-lock.json with
