@@ -1,7 +1,8 @@
 //! One door to a state directory: two would both write its session, and a
 //! launch without `--resume` would archive the session another door is
-//! serving. The lock is an advisory `flock` on `STATE/lock`, so it is
-//! released however the process ends.
+//! serving. The lock is an advisory `flock` on the directory itself, so it
+//! is released however the process ends and cannot be defeated by deleting
+//! a file; `STATE/lock` only names the holder's pid.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -18,13 +19,18 @@ pub const LOCK_FILE: &str = "lock";
 /// The state directory, held by this process until dropped.
 #[derive(Debug)]
 pub struct StateLock {
-    /// Closing it releases the lock.
-    _file: File,
+    /// The directory, open and locked: closing it releases the lock.
+    _directory: File,
 }
 
 impl StateLock {
     /// Takes the lock of `state`, or says which process holds it.
     pub fn acquire(state: &Path) -> anyhow::Result<StateLock> {
+        let directory = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY)
+            .open(state)
+            .with_context(|| format!("opening {}", state.display()))?;
         let path = state.join(LOCK_FILE);
         let mut file = OpenOptions::new()
             .read(true)
@@ -35,7 +41,7 @@ impl StateLock {
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
         // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        if unsafe { libc::flock(directory.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let mut holder = String::new();
             let _ = file.read_to_string(&mut holder);
             bail!(
@@ -47,7 +53,9 @@ impl StateLock {
         file.set_len(0)?;
         file.rewind()?;
         write!(file, "{}", std::process::id())?;
-        Ok(StateLock { _file: file })
+        Ok(StateLock {
+            _directory: directory,
+        })
     }
 }
 
@@ -69,6 +77,10 @@ mod tests {
                 std::process::id()
             )
         );
+        // Deleting the pid file does not free the directory.
+        std::fs::remove_file(dir.join(LOCK_FILE)).unwrap();
+        let refused = StateLock::acquire(&dir).unwrap_err().to_string();
+        assert!(refused.starts_with("the state directory"), "{refused}");
         drop(first);
         let again = StateLock::acquire(&dir).unwrap();
         drop(again);
