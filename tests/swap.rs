@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use common::{Door, Reply, tempdir::TempDir};
 use murmur_door_host::control::CONTROL_PATH;
 use murmur_door_host::engine::{EMBEDDED_DOOR, digest};
+use murmur_door_host::swap;
 use serde_json::{Value, json};
 
 const MANIFEST: &str = "name: swapped\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n";
@@ -434,7 +435,7 @@ fn a_component_that_is_not_our_door_is_refused() {
             .iter()
             .filter(|l| l.contains("door swap refused"))
             .count(),
-        5,
+        6,
         "{lines:#?}"
     );
 }
@@ -662,10 +663,7 @@ fn a_component_past_the_limit_is_not_read() {
     let reply = swap_path(&door, &token, &path);
     assert_eq!(reply.status, 422);
     let size = std::fs::metadata(&big).unwrap().len();
-    assert_eq!(
-        reply.json(),
-        json!({"error": "refused", "message": format!("reading {path}: the file has {size} bytes; a component is at most {max} bytes (--max-component-bytes)")})
-    );
+    assert_eq!(reply.json(), unreadable(&path, max));
     // One within the limit swaps.
     let (code, _) = swap(&door, &token, &variant("small"));
     assert_eq!(code, 200);
@@ -680,4 +678,64 @@ fn a_component_past_the_limit_is_not_read() {
         )),
         "{stderr}"
     );
+}
+
+/// The refusal of a file named to the control surface that cannot be read
+/// as a component: the same whatever the reason.
+fn unreadable(path: &str, max: usize) -> Value {
+    json!({"error": "refused", "message": format!("{path} cannot be read as a component: it must be a regular file the host can read, of at most {max} bytes (--max-component-bytes); the live door keeps serving")})
+}
+
+/// A swap by path never quotes the file, nor tells whether it exists or
+/// what kind it is; a FIFO with no writer is refused at once.
+#[test]
+fn a_swap_by_path_tells_nothing_of_the_file() {
+    let door = Door::start(MANIFEST);
+    let token = control_token(&door);
+    let max = swap::MAX_COMPONENT_BYTES;
+    let dir = door.state.path();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "root:$6$salt$hash:19000:0:99999:7:::\n").unwrap();
+    let fifo = dir.join("fifo");
+    let fifo_c = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+    // SAFETY: mkfifo on a path this test owns.
+    assert_eq!(unsafe { libc::mkfifo(fifo_c.as_ptr(), 0o600) }, 0);
+    // A file that is not a component: what a component is, not what it holds.
+    let reply = swap_path(&door, &token, &secret.display().to_string());
+    assert_eq!(reply.status, 422);
+    assert_eq!(
+        reply.json(),
+        json!({"error": "refused", "message": "not a WebAssembly component: a door is a component of the `door` world (wit/door.wit); the live door keeps serving"})
+    );
+    assert!(!reply.text().contains("0x72") && !reply.text().contains("root"));
+    // Missing, a directory, a FIFO: one answer, at once.
+    for path in [dir.join("missing"), dir.to_path_buf(), fifo] {
+        let path = path.display().to_string();
+        let started = std::time::Instant::now();
+        let reply = swap_path(&door, &token, &path);
+        assert!(started.elapsed() < Duration::from_secs(2), "{path}");
+        assert_eq!(reply.status, 422);
+        assert_eq!(reply.json(), unreadable(&path, max));
+    }
+    assert_eq!(status(&door, &token)["live"]["version"], 1);
+}
+
+/// The control surface reads the scheme of `Bearer <token>` in any case,
+/// as the door does ("What the door answers").
+#[test]
+fn the_control_scheme_matches_in_any_case() {
+    let door = Door::start(MANIFEST);
+    let token = control_token(&door);
+    for scheme in ["bearer", "BEARER", "bEaReR"] {
+        let auth = format!("{scheme} {token}");
+        let reply = door.request("GET", CONTROL_PATH, &[("authorization", &auth)], b"");
+        assert_eq!(reply.status, 200, "{scheme}: {}", reply.text());
+    }
+    let reply = door.request(
+        "GET",
+        CONTROL_PATH,
+        &[("authorization", &format!("Basic {token}"))],
+        b"",
+    );
+    assert_eq!(reply.status, 401);
 }

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
+use crate::engine::NotAComponent;
 use crate::server::Server;
 use crate::swap;
 use crate::tokens;
@@ -65,6 +66,15 @@ pub fn is_control(path: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
+/// The token of `Bearer <token>`, the scheme in any case (RFC 9110
+/// 11.1), as the door reads it.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+}
+
 /// Answers a request to the control surface.
 pub async fn answer(
     server: &Server,
@@ -76,7 +86,7 @@ pub async fn answer(
         .headers
         .get(hyper::header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.strip_prefix("Bearer "))
+        .and_then(bearer)
         .unwrap_or("");
     // Before the body is read: a stranger's upload is not compiled, nor read.
     if !token.verify(presented) {
@@ -150,25 +160,38 @@ async fn swap(
                 r#"a JSON body is {"path": "<component file>"}"#.into(),
             );
         };
-        match swap::read_component(path.as_ref(), server.max_component_bytes()).await {
+        // A refusal never says what the file holds, nor whether it exists
+        // or what kind of file it is: only what a component needs.
+        let max = server.max_component_bytes();
+        match swap::read_component(path.as_ref(), max).await {
             Ok(bytes) => (bytes, path),
             Err(e) => {
+                tracing::warn!(%path, error = %format!("{e:#}"), "door swap refused: the file cannot be read");
                 return error(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "refused",
-                    format!("reading {path}: {e:#}"),
+                    format!(
+                        "{path} cannot be read as a component: it must be a regular file the host can read, of at most {max} bytes (--max-component-bytes); the live door keeps serving"
+                    ),
                 );
             }
         }
     } else {
         (body.to_vec(), "upload".to_string())
     };
+    let by_path = is_json;
     match server.swap(bytes, source).await {
         Ok(swapped) => {
             let mut status = server.doors.status();
             status["tookMs"] = json!(swapped.took.as_secs_f64() * 1000.0);
             json_response(StatusCode::OK, status)
         }
+        // A file's bytes stay unquoted; an upload's are the caller's own.
+        Err(e) if by_path && e.downcast_ref::<NotAComponent>().is_some() => error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "refused",
+            format!("{NotAComponent}; the live door keeps serving"),
+        ),
         Err(e) => error(
             StatusCode::UNPROCESSABLE_ENTITY,
             "refused",

@@ -25,18 +25,33 @@ pub const EMBEDDED: &str = "embedded";
 /// from `guest/` is under 1 MiB; a debug build with its names, about 10.
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
+/// How long reading a component file may take.
+pub const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Reads the component in `path`, refusing one larger than `max` bytes
-/// before reading it (and should it grow while read).
+/// before reading it (and should it grow while read). Only a regular file
+/// is read: it is opened without blocking (a FIFO with no writer would
+/// otherwise hold the open forever), checked, and read within
+/// [`READ_DEADLINE`].
 pub async fn read_component(path: &Path, max: usize) -> anyhow::Result<Vec<u8>> {
     use tokio::io::AsyncReadExt;
-    let file = tokio::fs::File::open(path).await?;
-    let len = file.metadata().await?.len();
+    let file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .await?;
+    let metadata = file.metadata().await?;
+    anyhow::ensure!(metadata.is_file(), "not a regular file");
+    let len = metadata.len();
     anyhow::ensure!(
         len <= max as u64,
         "the file has {len} bytes; a component is at most {max} bytes (--max-component-bytes)"
     );
     let mut bytes = Vec::with_capacity(len as usize);
-    file.take(max as u64 + 1).read_to_end(&mut bytes).await?;
+    let mut file = file.take(max as u64 + 1);
+    tokio::time::timeout(READ_DEADLINE, file.read_to_end(&mut bytes))
+        .await
+        .map_err(|_| anyhow::anyhow!("not read within {} s", READ_DEADLINE.as_secs()))??;
     anyhow::ensure!(
         bytes.len() <= max,
         "the file grew past {max} bytes while read (--max-component-bytes)"
