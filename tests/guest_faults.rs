@@ -70,8 +70,12 @@ fn serve_limited(
         .enable_all()
         .build()
         .unwrap();
+    let http = HttpLimits {
+        max_instances: 64,
+        ..http
+    };
     let addrs = runtime.block_on(async {
-        let engine = engine::engine_for(64, limits.max_memory_bytes).unwrap();
+        let engine = engine::engine_for(http.max_instances, limits.max_memory_bytes).unwrap();
         let mut addrs = Vec::new();
         for component in components {
             let door = Door::load(&engine, component).unwrap();
@@ -491,6 +495,7 @@ fn request_limits() {
         max_headers: 20,
         max_header_bytes: 8192,
         header_timeout: Duration::from_millis(300),
+        ..HttpLimits::default()
     };
     let (_runtime, addrs) = serve_limited(&[engine::EMBEDDED_DOOR], Limits::default(), http);
     let addr = &addrs[0];

@@ -25,6 +25,9 @@ const PEER_PLANE: &str = "/resources/peer";
 pub enum Reply<R> {
     Whole(Response),
     Stream(Stream<R>),
+    /// The body could not be read whole: too large, too slow, or cut. The
+    /// host that bounds bodies knows which, and answers for the door.
+    Unread,
 }
 
 impl<R> Reply<R> {
@@ -32,7 +35,7 @@ impl<R> Reply<R> {
     pub fn whole(self) -> Option<Response> {
         match self {
             Reply::Whole(response) => Some(response),
-            Reply::Stream(_) => None,
+            Reply::Stream(_) | Reply::Unread => None,
         }
     }
 }
@@ -43,6 +46,16 @@ pub fn handle<I: Imports>(
     imports: &I,
     request: &Request,
     read_body: impl FnOnce() -> Vec<u8>,
+) -> Reply<I::Reader> {
+    handle_unless_unread(imports, request, || Some(read_body()))
+}
+
+/// As [`handle`], for a body that may not be read whole: `read_body` answers
+/// None, and the door [`Reply::Unread`].
+pub fn handle_unless_unread<I: Imports>(
+    imports: &I,
+    request: &Request,
+    read_body: impl FnOnce() -> Option<Vec<u8>>,
 ) -> Reply<I::Reader> {
     let capsule = imports.capsule();
     match check(imports, &capsule, request, read_body) {
@@ -68,7 +81,7 @@ fn check<I: Imports>(
     imports: &I,
     capsule: &Capsule,
     request: &Request,
-    read_body: impl FnOnce() -> Vec<u8>,
+    read_body: impl FnOnce() -> Option<Vec<u8>>,
 ) -> Result<Reply<I::Reader>, Answer> {
     // 1. The card and the peer plane need no door token.
     if let Some(response) = public_paths(request, capsule) {
@@ -87,7 +100,9 @@ fn check<I: Imports>(
     if !(request.method == "POST" && request.path() == "/" && is_json(request)) {
         return Err(Refusal::NotFound.into());
     }
-    let body = read_body();
+    let Some(body) = read_body() else {
+        return Ok(Reply::Unread);
+    };
     if body.is_empty() {
         return Err(Refusal::NotFound.into());
     }

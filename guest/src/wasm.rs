@@ -3,8 +3,8 @@
 //! bindings to [`Imports`].
 
 use wasip2::http::types::{
-    Fields, IncomingBody, IncomingRequest, Method as HttpMethod, OutgoingBody, OutgoingResponse,
-    ResponseOutparam,
+    ErrorCode, Fields, IncomingBody, IncomingRequest, Method as HttpMethod, OutgoingBody,
+    OutgoingResponse, ResponseOutparam,
 };
 use wasip2::io::streams::{OutputStream, StreamError};
 
@@ -34,8 +34,17 @@ impl wasip2::exports::http::incoming_handler::Guest for Door {
             path_with_query: request.path_with_query().unwrap_or_else(|| "/".into()),
             headers: request.headers().entries(),
         };
-        match crate::handle(&Host, &head, || read_body(&request)) {
+        let declared = head
+            .header("content-length")
+            .and_then(|n| n.parse::<usize>().ok());
+        match crate::handle_unless_unread(&Host, &head, || read_body(&request, declared)) {
             Reply::Whole(response) => write(out, response),
+            Reply::Unread => ResponseOutparam::set(
+                out,
+                Err(ErrorCode::InternalError(Some(
+                    "the request body could not be read whole".into(),
+                ))),
+            ),
             Reply::Stream(mut stream) => {
                 let headers = std::mem::take(&mut stream.headers);
                 let Some((body, sink)) = open(out, 200, headers) else {
@@ -64,23 +73,33 @@ fn method_name(method: HttpMethod) -> String {
     }
 }
 
-/// The whole body; a body that cannot be read reads as empty (answered 404).
-fn read_body(request: &IncomingRequest) -> Vec<u8> {
-    let Ok(body) = request.consume() else {
-        return Vec::new();
-    };
+/// The whole body, in one buffer; None when the host could not deliver it
+/// whole (it bounds bodies, and answers such a request itself).
+fn read_body(request: &IncomingRequest, declared: Option<usize>) -> Option<Vec<u8>> {
+    let body = request.consume().ok()?;
     let mut bytes = Vec::new();
-    if let Ok(stream) = body.stream() {
+    {
+        let stream = body.stream().ok()?;
         loop {
             match stream.blocking_read(64 * 1024) {
-                Ok(chunk) => bytes.extend_from_slice(&chunk),
+                Ok(chunk) => {
+                    // The host refuses a declared length past its limit
+                    // before the first byte, so once one arrives the
+                    // declared length is safe to reserve at once.
+                    if bytes.capacity() == 0
+                        && let Some(declared) = declared
+                    {
+                        bytes.reserve_exact(declared);
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
                 Err(StreamError::Closed) => break,
-                Err(StreamError::LastOperationFailed(_)) => return Vec::new(),
+                Err(StreamError::LastOperationFailed(_)) => return None,
             }
         }
     }
     drop(IncomingBody::finish(body));
-    bytes
+    Some(bytes)
 }
 
 fn write(out: ResponseOutparam, response: Response) {

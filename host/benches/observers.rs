@@ -83,6 +83,8 @@ fn start(instances: usize) -> Door {
             state.to_str().unwrap(),
         ])
         .args(["--max-instances", &(instances + 64).to_string()])
+        // Every observer is one public caller (127.0.0.1).
+        .args(["--max-instances-per-caller", &(instances + 64).to_string()])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("starting murmur-door");

@@ -148,6 +148,8 @@ pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result
 /// PAGEMAP_SCAN and reset in place (an engine with it fails to build on a
 /// kernel without it).
 fn config(max_instances: u32, max_memory_bytes: usize, resident: bool) -> Config {
+    // One more than the requests may hold: a swap's trial instance.
+    let max_instances = max_instances.saturating_add(1);
     let cores = max_instances.saturating_mul(4);
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(max_instances)
@@ -250,6 +252,21 @@ fn compile(engine: &Engine, bytes: &[u8]) -> anyhow::Result<Component> {
         Component::new(engine, bytes),
         "compiling the door component",
     )
+    .map_err(|e| e.context(NotAComponent))
+}
+
+/// Marks an error from bytes that do not compile as a component: its detail
+/// may quote those bytes, so a refusal of a file named by path shows only
+/// this.
+#[derive(Clone, Copy, Debug)]
+pub struct NotAComponent;
+
+impl std::fmt::Display for NotAComponent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "not a WebAssembly component: a door is a component of the `door` world (wit/door.wit)",
+        )
+    }
 }
 
 fn link(engine: &Engine, component: &Component, bytes: &[u8]) -> anyhow::Result<Door> {

@@ -2,7 +2,10 @@
 //! sandboxed, one fresh instance per request, and answers its imports from
 //! the session it keeps.
 
+pub mod admission;
 pub mod agents;
+pub mod body;
+pub mod connections;
 pub mod control;
 pub mod cpu;
 pub mod engine;

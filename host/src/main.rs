@@ -5,20 +5,23 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
+use murmur_door_host::admission;
 use murmur_door_host::agents::{Agent, CommandAgent, ScriptAgent};
+use murmur_door_host::connections;
 use murmur_door_host::control::{CONTROL_PATH, ControlToken};
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::server::{self, Server};
 use murmur_door_host::session::Session;
 use murmur_door_host::swap;
-use murmur_door_host::tasks::events::DEFAULT_REPLAY_BUFFER;
+use murmur_door_host::tasks::events::{DEFAULT_REPLAY_BUFFER, DEFAULT_REPLAY_BUFFER_BYTES, Replay};
 use murmur_door_host::tasks::{self, store::Store};
 
 #[derive(Parser)]
@@ -65,6 +68,12 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = DEFAULT_REPLAY_BUFFER,
               value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 24))]
         replay_buffer: usize,
+        /// Bytes of events the replay buffer holds at most; the oldest go
+        /// first, and a stream reconnecting from one of them is told it
+        /// lost them (a gap).
+        #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_REPLAY_BUFFER_BYTES,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 40))]
+        replay_buffer_bytes: usize,
         /// Door instances alive at once: each request holds one while it is
         /// answered, each open stream one for its whole life.
         #[arg(long, value_name = "N", default_value_t = engine::MAX_INSTANCES,
@@ -99,6 +108,31 @@ enum Command {
         #[arg(long, value_name = "MS", default_value_t = server::HEADER_TIMEOUT.as_millis() as u64,
               value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
         header_timeout_ms: u64,
+        /// Milliseconds a client has, from its head, to send the whole
+        /// body; a slower one is answered 408.
+        #[arg(long, value_name = "MS", default_value_t = server::BODY_TIMEOUT.as_millis() as u64,
+              value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+        body_timeout_ms: u64,
+        /// Bytes of request bodies held at once across every connection;
+        /// past it a request is answered 503.
+        #[arg(long, value_name = "BYTES", default_value_t = server::MAX_BODY_MEMORY_BYTES,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 40))]
+        max_body_memory_bytes: usize,
+        /// Connections open at once (at most the open-files limit less 128);
+        /// at the cap the one that has done least is closed for a new one.
+        #[arg(long, value_name = "N", default_value_t = connections::MAX_CONNECTIONS,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 20))]
+        max_connections: usize,
+        /// Door instances one caller (a token on an authenticated door, a
+        /// client address on a public one) may hold at once; past it 429.
+        #[arg(long, value_name = "N", default_value_t = admission::MAX_INSTANCES_PER_CALLER,
+              value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        max_instances_per_caller: u32,
+        /// Milliseconds a request waits for a door instance when all are in
+        /// use; then 503.
+        #[arg(long, value_name = "MS", default_value_t = admission::INSTANCE_WAIT.as_millis() as u64,
+              value_parser = clap::value_parser!(u64).range(0..=60_000))]
+        instance_wait_ms: u64,
         /// Serve the door component in this file instead of the embedded
         /// one; SIGHUP loads it again.
         #[arg(long, value_name = "FILE")]
@@ -133,8 +167,7 @@ struct Options {
     tokens_file: PathBuf,
     resume: bool,
     agent: Arc<dyn Agent>,
-    replay_buffer: usize,
-    max_instances: u32,
+    replay_buffer: Replay,
     limits: engine::Limits,
     http: server::HttpLimits,
     component: Option<PathBuf>,
@@ -161,6 +194,7 @@ fn main() -> ExitCode {
                 agent,
                 agent_cmd,
                 replay_buffer,
+                replay_buffer_bytes,
                 max_instances,
                 max_cpu_ms,
                 max_memory_mb,
@@ -168,6 +202,11 @@ fn main() -> ExitCode {
                 max_headers,
                 max_header_bytes,
                 header_timeout_ms,
+                body_timeout_ms,
+                max_body_memory_bytes,
+                max_connections,
+                max_instances_per_caller,
+                instance_wait_ms,
                 component,
                 control_token_file,
                 max_component_bytes,
@@ -190,8 +229,10 @@ fn main() -> ExitCode {
         state,
         resume,
         agent,
-        replay_buffer,
-        max_instances,
+        replay_buffer: Replay {
+            events: replay_buffer,
+            bytes: replay_buffer_bytes,
+        },
         limits: engine::Limits {
             max_memory_bytes: (max_memory_mb as usize) << 20,
             max_cpu_ms,
@@ -200,7 +241,13 @@ fn main() -> ExitCode {
             max_body_bytes,
             max_headers,
             max_header_bytes,
-            header_timeout: std::time::Duration::from_millis(header_timeout_ms),
+            header_timeout: Duration::from_millis(header_timeout_ms),
+            body_timeout: Duration::from_millis(body_timeout_ms),
+            max_body_memory_bytes,
+            max_connections,
+            max_instances,
+            max_instances_per_caller,
+            instance_wait: Duration::from_millis(instance_wait_ms),
         },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -225,16 +272,15 @@ async fn serve(options: Options) -> anyhow::Result<()> {
         resume,
         agent,
         replay_buffer,
-        max_instances,
         limits,
-        http,
+        mut http,
         component,
         control_token_file,
         max_component_bytes,
     } = options;
     let manifest = Manifest::load(&manifest_path)
         .with_context(|| format!("manifest {}", manifest_path.display()))?;
-    let engine = engine::engine_for(max_instances, limits.max_memory_bytes)?;
+    let engine = engine::engine_for(http.max_instances, limits.max_memory_bytes)?;
     let door = match &component {
         None => Door::load(&engine, engine::EMBEDDED_DOOR)?,
         Some(path) => {
@@ -246,6 +292,34 @@ async fn serve(options: Options) -> anyhow::Result<()> {
         }
     };
     let opened = Store::open(&state, resume, tasks::now_ms())?;
+    // The connection cap, not the default soft limit on open files, bounds
+    // the sockets.
+    match connections::raise_open_files_limit() {
+        Ok(open_files) => {
+            let fitted = connections::fit_connections(http.max_connections, open_files);
+            if fitted < http.max_connections {
+                tracing::warn!(
+                    open_files,
+                    max_connections = fitted,
+                    "the open-files limit lowers --max-connections"
+                );
+            }
+            http.max_connections = fitted;
+        }
+        Err(e) => tracing::warn!(error = %e, "the open-files limit cannot be read"),
+    }
+    // A caller's requests in progress each keep a connection busy, and a
+    // busy connection is never closed for a new one: one caller must not be
+    // able to make them all busy.
+    let share_cap = (http.max_connections / 2).max(1) as u32;
+    if http.max_instances_per_caller > share_cap {
+        tracing::warn!(
+            max_instances_per_caller = share_cap,
+            max_connections = http.max_connections,
+            "a caller's share is at most half the connections"
+        );
+        http.max_instances_per_caller = share_cap;
+    }
 
     let listener = TcpListener::bind(listen)
         .await
@@ -318,11 +392,11 @@ async fn serve(options: Options) -> anyhow::Result<()> {
     // 5 s) for every request to finish, then a moment for the last bytes to
     // reach their clients.
     session.close();
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while server.doors.in_flight() > 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
     serving.abort();
     reloading.abort();
     Ok(())

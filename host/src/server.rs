@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -20,6 +20,9 @@ use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
+use crate::admission::{self, Admission, Caller, Slot};
+use crate::body::{self, BodyBudget, BodyFailure, BodyLimits, RequestBody, Tally};
+use crate::connections::{self, Busy, Connections, Throttled};
 use crate::control::{self, ControlToken};
 use crate::cpu;
 use crate::engine::{self, Door, Limits};
@@ -37,14 +40,28 @@ pub const MAX_HEADER_BYTES: usize = 64 << 10;
 /// How long a client has to send a whole request head
 /// (`--header-timeout-ms`).
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client has, from its head, to send the whole body
+/// (`--body-timeout-ms`).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes of request bodies held at once across every connection
+/// (`--max-body-memory-bytes`).
+pub const MAX_BODY_MEMORY_BYTES: usize = 256 << 20;
 
-/// What a request's HTTP side may take.
+/// What the clients of one listener may take of the host.
 #[derive(Clone, Copy, Debug)]
 pub struct HttpLimits {
     pub max_body_bytes: usize,
     pub max_headers: usize,
     pub max_header_bytes: usize,
     pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub max_body_memory_bytes: usize,
+    pub max_connections: usize,
+    /// Door instances alive at once; the engine's pool must hold one more
+    /// (for a swap's trial instance).
+    pub max_instances: u32,
+    pub max_instances_per_caller: u32,
+    pub instance_wait: Duration,
 }
 
 impl Default for HttpLimits {
@@ -54,9 +71,43 @@ impl Default for HttpLimits {
             max_headers: MAX_HEADERS,
             max_header_bytes: MAX_HEADER_BYTES,
             header_timeout: HEADER_TIMEOUT,
+            body_timeout: BODY_TIMEOUT,
+            max_body_memory_bytes: MAX_BODY_MEMORY_BYTES,
+            max_connections: connections::MAX_CONNECTIONS,
+            max_instances: engine::MAX_INSTANCES,
+            max_instances_per_caller: admission::MAX_INSTANCES_PER_CALLER,
+            instance_wait: admission::INSTANCE_WAIT,
         }
     }
 }
+
+/// What the limits of [`HttpLimits`] share across requests.
+struct Shared {
+    connections: Arc<Connections>,
+    bodies: BodyBudget,
+    admission: Arc<Admission>,
+}
+
+impl Shared {
+    fn new(http: &HttpLimits) -> Shared {
+        Shared {
+            connections: Connections::new(http.max_connections),
+            bodies: BodyBudget::new(http.max_body_memory_bytes),
+            admission: Admission::new(
+                http.max_instances,
+                http.max_instances_per_caller,
+                http.instance_wait,
+            ),
+        }
+    }
+}
+
+/// Warnings a flood of clients could repeat without end, once a second.
+static ACCEPT_FAILED: Throttled = Throttled::new(Duration::from_secs(1));
+static CONNECTIONS_FULL: Throttled = Throttled::new(Duration::from_secs(1));
+static INSTANCES_FULL: Throttled = Throttled::new(Duration::from_secs(1));
+static BODIES_FULL: Throttled = Throttled::new(Duration::from_secs(1));
+static DOOR_FAILED: Throttled = Throttled::new(Duration::from_secs(1));
 
 pub struct Server {
     /// The live door and the previous one.
@@ -73,6 +124,8 @@ pub struct Server {
     limits: Limits,
     /// What each request's HTTP side may take.
     http: HttpLimits,
+    /// The connections, body bytes and instances all requests share.
+    shared: Shared,
     /// The largest component a swap reads.
     max_component_bytes: usize,
 }
@@ -98,6 +151,7 @@ impl Server {
             component_file: None,
             limits: Limits::default(),
             http: HttpLimits::default(),
+            shared: Shared::new(&HttpLimits::default()),
             max_component_bytes: swap::MAX_COMPONENT_BYTES,
         }
     }
@@ -116,7 +170,18 @@ impl Server {
     /// Each request's body, head and head's time limited to `http`.
     pub fn with_http_limits(mut self, http: HttpLimits) -> Server {
         self.http = http;
+        self.shared = Shared::new(&http);
         self
+    }
+
+    /// Connections open now, body bytes free and instances free: what the
+    /// clients hold of the shared limits.
+    pub fn load(&self) -> (usize, usize, usize) {
+        (
+            self.shared.connections.open(),
+            self.shared.bodies.available(),
+            self.shared.admission.available(),
+        )
     }
 
     /// Each request's store limited to `limits` (the engine's pool must
@@ -223,87 +288,144 @@ impl Server {
     /// Accepts connections until the listener fails for good.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
         loop {
-            let (stream, _) = match listener.accept().await {
+            let (stream, peer) = match listener.accept().await {
                 Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of descriptors and the like: pause, keep serving.
-                    tracing::warn!(error = %e, "accept failed");
+                    if let Some(times) = ACCEPT_FAILED.due() {
+                        tracing::warn!(error = %e, times, "accept failed");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             };
+            let Some(registered) = self.shared.connections.admit() else {
+                if let Some(times) = CONNECTIONS_FULL.due() {
+                    tracing::warn!(
+                        max = self.shared.connections.max(),
+                        times,
+                        "every connection is answering a request: new connections are closed"
+                    );
+                }
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let server = self.clone();
             tokio::spawn(async move {
+                let registered = Arc::new(registered);
                 let limits = server.http;
-                let service = service_fn(move |request| server.clone().handle(request));
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+                let on_connection = registered.clone();
+                let service = service_fn(move |request| {
+                    let server = server.clone();
+                    let busy = on_connection.begin();
+                    async move { Ok::<_, Infallible>(server.handle(request, peer.ip(), busy).await) }
+                });
                 let connection = http1::Builder::new()
                     .keep_alive(true)
+                    // A client may send its request and close its sending
+                    // side; it is still answered.
+                    .half_close(true)
                     .timer(TokioTimer::new())
                     .header_read_timeout(limits.header_timeout)
                     .max_headers(limits.max_headers)
                     .max_buf_size(limits.max_header_bytes.max(8192))
                     .serve_connection(TokioIo::new(stream), service);
-                if let Err(e) = connection.await {
-                    tracing::debug!(error = %e, "connection ended");
+                tokio::select! {
+                    ended = connection => {
+                        if let Err(e) = ended {
+                            tracing::debug!(error = %e, "connection ended");
+                        }
+                    }
+                    _ = registered.evicted() => tracing::debug!("connection closed to let a new one in"),
+                    _ = registered.stream_client_gone(fd) => tracing::debug!("stream closed: its client has gone"),
                 }
             });
         }
     }
 
     /// Answers one request; never fails, whatever the client or the door does.
-    pub async fn handle(
+    async fn handle(
         self: Arc<Self>,
         request: Request<Incoming>,
-    ) -> Result<Response<HyperOutgoingBody>, Infallible> {
-        let started = Instant::now();
+        address: std::net::IpAddr,
+        mut busy: Busy,
+    ) -> Response<HyperOutgoingBody> {
+        let started = tokio::time::Instant::now();
         let method = request.method().clone();
         let path = request.uri().path().to_string();
         let (parts, body) = request.into_parts();
         if let Some(token) = self.control.as_ref().filter(|_| control::is_control(&path)) {
             let response = control::answer(&self, token, parts, body).await;
             tracing::debug!(%method, %path, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, "control request");
-            return Ok(response);
+            return tracked(response, busy);
         }
+        let caller = Caller::of(
+            self.session.capsule.authenticated,
+            parts
+                .headers
+                .get(hyper::header::AUTHORIZATION)
+                .map(|v| v.as_bytes()),
+            address,
+        );
+        let limits = BodyLimits {
+            max_bytes: self.http.max_body_bytes,
+            timeout: self.http.body_timeout,
+            budget: self.shared.bodies.clone(),
+        };
+        let (body, tally) = RequestBody::new(body, limits, started);
         let serving = self.doors.serving();
         let version = serving.live().version;
-        let max_body_bytes = self.http.max_body_bytes;
-        let response = match Limited::new(body, max_body_bytes).collect().await {
-            Ok(body) => {
-                self.respond_on(serving, Request::from_parts(parts, body.to_bytes()))
-                    .await
+        let response = match self.shared.admission.admit(caller).await {
+            Ok(slot) => {
+                let request = Request::from_parts(parts, body);
+                match self.run(serving, request, slot, tally.clone()).await {
+                    Ok(response) => response,
+                    Err(failure) => {
+                        if matches!(failure, Failure::Guest(_)) {
+                            tally.read_prefix().await;
+                        }
+                        failure.response(&tally)
+                    }
+                }
             }
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                Failure::TooLarge(max_body_bytes).response()
-            }
-            Err(_) => Failure::ClientGone.response(),
+            Err(refused) => Failure::Refused(refused).response(&tally),
         };
+        if is_event_stream(&response) {
+            busy.streaming();
+        }
         tracing::debug!(%method, %path, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, door = version, "request");
-        Ok(response)
+        tracked(response, busy)
     }
 
-    /// Runs a fresh door instance on a request whose body has been read.
+    /// Runs a fresh door instance on a request whose body has been read,
+    /// outside any listener's limits (benchmarks, embedders).
     pub async fn respond(&self, request: Request<Bytes>) -> Response<HyperOutgoingBody> {
-        self.respond_on(self.doors.serving(), request).await
-    }
-
-    /// Runs a fresh instance of the door version `serving` holds.
-    async fn respond_on(
-        &self,
-        serving: Serving,
-        request: Request<Bytes>,
-    ) -> Response<HyperOutgoingBody> {
-        match self.run(serving, request).await {
+        let (parts, body) = request.into_parts();
+        let tally = Tally::of(&body);
+        let body = Full::new(body).map_err(|never| -> wasmtime_wasi_http::Error { match never {} });
+        let request = Request::from_parts(parts, body);
+        let slot = Slot::unlimited();
+        match self
+            .run(self.doors.serving(), request, slot, tally.clone())
+            .await
+        {
             Ok(response) => response,
-            Err(failure) => failure.response(),
+            Err(failure) => failure.response(&tally),
         }
     }
 
-    async fn run(
+    /// Runs a fresh instance of the door version `serving` holds, in `slot`.
+    async fn run<B>(
         &self,
         serving: Serving,
-        request: Request<Bytes>,
-    ) -> Result<Response<HyperOutgoingBody>, Failure> {
+        request: Request<B>,
+        slot: Slot,
+        tally: Tally,
+    ) -> Result<Response<HyperOutgoingBody>, Failure>
+    where
+        B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
+    {
         let (mut parts, body) = request.into_parts();
         // wasi:http needs an authority; a request without a usable Host
         // (HTTP/1.0, a malformed value) reaches the door as sent to this
@@ -317,11 +439,7 @@ impl Server {
                 .headers
                 .insert(hyper::header::HOST, self.listener_authority.clone());
         }
-        let request = Request::from_parts(
-            parts,
-            Full::new(body.clone())
-                .map_err(|never| -> wasmtime_wasi_http::Error { match never {} }),
-        );
+        let request = Request::from_parts(parts, body);
 
         let mut store = self.store(&serving.live().door);
         let (sender, receiver) = tokio::sync::oneshot::channel();
@@ -343,6 +461,7 @@ impl Server {
         let meter = store.data().cpu.clone();
         let failed = Failed::default();
         let failure = failed.clone();
+        let held = tally.clone();
         let task = tokio::spawn(async move {
             let door = async {
                 let pre = &serving.live().door.pre;
@@ -358,24 +477,73 @@ impl Server {
                 let _ = failure.set(format!("{trap:#}"));
             }
             tracing::debug!(door = serving.live().version, "door instance done");
+            // The instance and what its body took are released together.
+            drop(store);
+            held.release();
+            drop(slot);
             answered
         });
 
         match receiver.await {
-            Ok(Ok(response)) => Ok(response.map(|body| Guarded { body, failed }.boxed_unsync())),
-            Ok(Err(code)) => Err(Failure::Guest(
-                format!("the door answered an error: {code:?}"),
-                body,
-            )),
+            Ok(Ok(response)) => {
+                let door = Some(task.abort_handle());
+                Ok(response.map(|body| Guarded { body, failed, door }.boxed_unsync()))
+            }
+            Ok(Err(code)) => Err(Failure::Guest(format!(
+                "the door answered an error: {code:?}"
+            ))),
             Err(_) => {
                 let why = match task.await {
                     Ok(Ok(())) => "the door returned without answering".to_string(),
                     Ok(Err(trap)) => format!("{trap:#}"),
                     Err(join) => format!("the door's task failed: {join}"),
                 };
-                Err(Failure::Guest(why, body))
+                Err(Failure::Guest(why))
             }
         }
+    }
+}
+
+/// Whether a response is an event stream, whose client is watched for
+/// leaving.
+fn is_event_stream(response: &Response<HyperOutgoingBody>) -> bool {
+    response
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}
+
+/// A response whose request counts as in progress on its connection until
+/// its body has been sent or dropped.
+fn tracked(response: Response<HyperOutgoingBody>, busy: Busy) -> Response<HyperOutgoingBody> {
+    response.map(|body| Tracked { body, _busy: busy }.boxed_unsync())
+}
+
+/// A body that keeps its request's [`Busy`] until it drops. (A frame
+/// mapper could own the guard, but would lose the body's size hint, and
+/// with it the content-length.)
+struct Tracked {
+    body: HyperOutgoingBody,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = wasmtime_wasi_http::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -385,10 +553,21 @@ type Failed = Arc<OnceLock<String>>;
 /// A door's response body. A door that traps leaves its body unfinished, and
 /// dropping the store would end that body as if it were whole; ended after a
 /// failure, it ends with an error instead, so hyper cuts the connection and
-/// the client can tell the response is incomplete.
+/// the client can tell the response is incomplete. Dropped before its end
+/// (the client has gone), it stops the door, releasing its instance.
 struct Guarded {
     body: HyperOutgoingBody,
     failed: Failed,
+    /// The door's task while the body has not ended.
+    door: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if let Some(door) = self.door.take() {
+            door.abort();
+        }
+    }
 }
 
 impl hyper::body::Body for Guarded {
@@ -400,9 +579,14 @@ impl hyper::body::Body for Guarded {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if let (Poll::Ready(None), Some(why)) = (&polled, self.failed.get()) {
-            tracing::error!(error = %clipped(why), "the door failed after its response head: the response is cut");
-            return Poll::Ready(Some(Err(wasmtime_wasi_http::Error::InternalError(None))));
+        if let Poll::Ready(None) = &polled {
+            self.door = None;
+            if let Some(why) = self.failed.get() {
+                if DOOR_FAILED.due().is_some() {
+                    tracing::error!(error = %clipped(why), "the door failed after its response head: the response is cut");
+                }
+                return Poll::Ready(Some(Err(wasmtime_wasi_http::Error::InternalError(None))));
+            }
         }
         polled
     }
@@ -414,14 +598,12 @@ impl hyper::body::Body for Guarded {
 
 /// Why a request was answered by the host rather than the door.
 enum Failure {
-    /// The body is larger than its limit (`--max-body-bytes`).
-    TooLarge(usize),
-    /// The client stopped sending its body.
-    ClientGone,
+    /// No door instance for it.
+    Refused(admission::Refused),
     /// The host could not set the request up.
     Host(String),
-    /// The door trapped or answered nothing: the reason and the request body.
-    Guest(String, Bytes),
+    /// The door trapped, answered an error code or nothing: the reason.
+    Guest(String),
 }
 
 impl Failure {
@@ -429,33 +611,96 @@ impl Failure {
         Failure::Host(e.to_string())
     }
 
-    fn response(self) -> Response<HyperOutgoingBody> {
+    /// The answer. A body the host stopped reading (too large, too slow, no
+    /// room) is what made the door give up, so it is what the client hears.
+    fn response(self, tally: &Tally) -> Response<HyperOutgoingBody> {
+        if let Some(failure) = tally.failure() {
+            return body_refused(failure);
+        }
         match self {
-            Failure::TooLarge(max) => plain(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                serde_json::json!({"error": "payload_too_large", "message": format!("the request body is larger than {max} bytes")}),
+            Failure::Refused(admission::Refused::CallerShare(share)) => retry_later(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_requests",
+                format!(
+                    "this caller holds {share} door instances, its share; retry once one of its requests ends"
+                ),
             ),
-            Failure::ClientGone => plain(
-                StatusCode::BAD_REQUEST,
-                serde_json::json!({"error": "bad_request", "message": "the request body could not be read"}),
-            ),
+            Failure::Refused(admission::Refused::Full) => {
+                if let Some(times) = INSTANCES_FULL.due() {
+                    tracing::warn!(
+                        times,
+                        "every door instance is in use: requests are refused 503"
+                    );
+                }
+                retry_later(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "busy",
+                    "every door instance is in use; retry shortly".to_string(),
+                )
+            }
             Failure::Host(why) => {
                 tracing::error!(error = %why, "request setup failed");
                 internal_error(None)
             }
-            Failure::Guest(why, body) => {
-                tracing::error!(error = %clipped(&why), "the door failed");
-                internal_error(Some(&body))
+            Failure::Guest(why) => {
+                if let Some(times) = DOOR_FAILED.due() {
+                    tracing::error!(error = %clipped(&why), times, "the door failed");
+                }
+                internal_error(Some(&tally.prefix()))
             }
         }
     }
 }
 
+/// The answer to a request whose body the host stopped reading.
+fn body_refused(failure: BodyFailure) -> Response<HyperOutgoingBody> {
+    match failure {
+        BodyFailure::TooLarge(max) => plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            serde_json::json!({"error": "payload_too_large", "message": format!("the request body is larger than {max} bytes")}),
+        ),
+        BodyFailure::TooSlow(timeout) => plain(
+            StatusCode::REQUEST_TIMEOUT,
+            serde_json::json!({"error": "request_timeout", "message": format!("the request body did not arrive within {} ms", timeout.as_millis())}),
+        ),
+        BodyFailure::Busy => {
+            if let Some(times) = BODIES_FULL.due() {
+                tracing::warn!(
+                    times,
+                    "request bodies hold --max-body-memory-bytes: requests are refused 503"
+                );
+            }
+            retry_later(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                "the door holds as many request body bytes as it may; retry shortly".to_string(),
+            )
+        }
+        BodyFailure::Broken => plain(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"error": "bad_request", "message": "the request body could not be read"}),
+        ),
+    }
+}
+
+/// A refusal the client may retry in a second.
+fn retry_later(status: StatusCode, code: &str, message: String) -> Response<HyperOutgoingBody> {
+    let mut response = plain(
+        status,
+        serde_json::json!({"error": code, "message": message}),
+    );
+    response.headers_mut().insert(
+        hyper::header::RETRY_AFTER,
+        hyper::header::HeaderValue::from_static("1"),
+    );
+    response
+}
+
 /// The answer to a request the door could not answer: -32603 when the body
-/// is a JSON-RPC request with a valid id, else 500.
-fn internal_error(body: Option<&Bytes>) -> Response<HyperOutgoingBody> {
+/// is a JSON-RPC request with a valid id (in its first bytes), else 500.
+fn internal_error(body: Option<&[u8]>) -> Response<HyperOutgoingBody> {
     const MESSAGE: &str = "Internal error: the door failed while answering this request";
-    match body.and_then(|body| request_id(body)) {
+    match body.and_then(body::request_id) {
         Some(id) => plain(
             StatusCode::OK,
             serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": MESSAGE}}),
@@ -482,13 +727,6 @@ fn clipped(why: &str) -> std::borrow::Cow<'_, str> {
 
 const LOGGED_BYTES: usize = 1024;
 
-/// The JSON-RPC id of a body, when it is a string or an integer.
-fn request_id(body: &[u8]) -> Option<serde_json::Value> {
-    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let id = value.get("id")?;
-    (id.is_string() || id.is_i64() || id.is_u64()).then(|| id.clone())
-}
-
 fn plain(status: StatusCode, body: serde_json::Value) -> Response<HyperOutgoingBody> {
     let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON value serializes"));
     Response::builder()
@@ -504,17 +742,7 @@ fn plain(status: StatusCode, body: serde_json::Value) -> Response<HyperOutgoingB
 
 #[cfg(test)]
 mod tests {
-    use super::{clipped, request_id};
-    use serde_json::json;
-
-    #[test]
-    fn request_id_only_when_valid() {
-        assert_eq!(request_id(br#"{"id":1}"#), Some(json!(1)));
-        assert_eq!(request_id(br#"{"id":"a"}"#), Some(json!("a")));
-        assert_eq!(request_id(br#"{"id":1.5}"#), None);
-        assert_eq!(request_id(br#"{"id":null}"#), None);
-        assert_eq!(request_id(b"nope"), None);
-    }
+    use super::clipped;
 
     #[test]
     fn a_long_reason_is_clipped_for_the_log() {

@@ -33,14 +33,14 @@ impl Session {
     }
 
     /// The session `store` records, for `manifest`, answering on `url`, its
-    /// tasks run by `agent`, its event log replaying the newest
-    /// `replay_buffer` events. Tokens are minted anew: they are never stored.
+    /// tasks run by `agent`, its event log replaying the newest events
+    /// `replay_buffer` keeps. Tokens are minted anew: they are never stored.
     pub fn start(
         manifest: &Manifest,
         url: String,
         store: Store,
         agent: Arc<dyn Agent>,
-        replay_buffer: usize,
+        replay_buffer: impl Into<crate::tasks::events::Replay>,
     ) -> anyhow::Result<Session> {
         let tokens = Tokens::mint(manifest.credentials.as_deref().unwrap_or_default())?;
         let capsule = capsule(manifest, store.session_id().to_string(), url);

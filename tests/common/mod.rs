@@ -103,21 +103,56 @@ impl Door {
     }
 
     pub fn launch(manifest: &Path, state: tempdir::TempDir, extra: &[&str], level: &str) -> Door {
-        let tokens_file = state.path().join("tokens.json");
-        let mut child = Command::new(binary())
+        let command = Door::command(manifest, &state, extra, level);
+        Door::spawn(command, manifest, state)
+    }
+
+    /// Launches with the open-files limit set to `soft` and `hard` first,
+    /// as a shell's `ulimit -n` would.
+    pub fn launch_open_files(
+        manifest: &Path,
+        state: tempdir::TempDir,
+        extra: &[&str],
+        (soft, hard): (u64, u64),
+    ) -> Door {
+        use std::os::unix::process::CommandExt;
+        let mut command = Door::command(manifest, &state, extra, "info");
+        // SAFETY: setrlimit is async-signal-safe and touches only the child.
+        unsafe {
+            command.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: soft,
+                    rlim_max: hard,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Door::spawn(command, manifest, state)
+    }
+
+    fn command(manifest: &Path, state: &tempdir::TempDir, extra: &[&str], level: &str) -> Command {
+        let mut command = Command::new(binary());
+        command
             .arg("serve")
             .arg(manifest)
             .args(["--listen", "127.0.0.1:0", "--state"])
             .arg(state.path())
             .arg("--tokens-file")
-            .arg(&tokens_file)
+            .arg(state.path().join("tokens.json"))
             .args(extra)
             .env("RUST_LOG", level)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting murmur-door");
+            .stderr(Stdio::piped());
+        command
+    }
+
+    fn spawn(mut command: Command, manifest: &Path, state: tempdir::TempDir) -> Door {
+        let tokens_file = state.path().join("tokens.json");
+        let mut child = command.spawn().expect("starting murmur-door");
         let (lines, stderr) = mpsc::channel();
         let pipe = child.stderr.take().unwrap();
         std::thread::spawn(move || {
@@ -151,6 +186,13 @@ impl Door {
             stderr,
             manifest: manifest.to_path_buf(),
         }
+    }
+
+    /// The door's resident memory, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
     pub fn token(&self, credential: &str) -> String {
@@ -406,7 +448,7 @@ pub struct Reply {
 }
 
 impl Reply {
-    fn parse(raw: &[u8]) -> Reply {
+    pub fn parse(raw: &[u8]) -> Reply {
         let split = raw
             .windows(4)
             .position(|w| w == b"\r\n\r\n")

@@ -135,13 +135,13 @@ struct Detached {
 
 impl Hub {
     /// A hub over `store`, running each task with `agent`, its event log
-    /// replaying the newest `replay_buffer` events. The events of the tasks
-    /// `--resume` failed are the log's first.
+    /// replaying the newest events `replay_buffer` keeps. The events of the
+    /// tasks `--resume` failed are the log's first.
     pub fn new(
         store: Store,
         agent: Arc<dyn Agent>,
         acceptance: TaskAcceptance,
-        replay_buffer: usize,
+        replay_buffer: impl Into<events::Replay>,
     ) -> Arc<Hub> {
         let restarted = store.take_restarted();
         let before = restarted

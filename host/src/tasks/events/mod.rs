@@ -41,6 +41,63 @@ use crate::imports::task_store::{Status, TaskState};
 /// `--replay-buffer`: how many of the newest events a reconnecting stream can
 /// replay.
 pub const DEFAULT_REPLAY_BUFFER: usize = 4096;
+/// `--replay-buffer-bytes`: how many bytes of events the buffer holds at
+/// most; the oldest go first.
+pub const DEFAULT_REPLAY_BUFFER_BYTES: usize = 64 << 20;
+
+/// What the replay buffer keeps: the newest `events`, within `bytes`. The
+/// newest event is kept whatever its size, so a stream waiting for it gets
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replay {
+    pub events: usize,
+    pub bytes: usize,
+}
+
+impl Default for Replay {
+    fn default() -> Replay {
+        Replay {
+            events: DEFAULT_REPLAY_BUFFER,
+            bytes: DEFAULT_REPLAY_BUFFER_BYTES,
+        }
+    }
+}
+
+impl From<usize> for Replay {
+    /// The newest `events`, within the default bytes.
+    fn from(events: usize) -> Replay {
+        Replay {
+            events,
+            ..Replay::default()
+        }
+    }
+}
+
+/// The bytes an event holds in the buffer: its strings, and a fixed part.
+pub fn event_bytes(event: &Event) -> usize {
+    let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    let residue = |items: &[ResidueItem]| -> usize {
+        items
+            .iter()
+            .map(|item| match item {
+                ResidueItem::DetachedShell(s) => s.work_id.len() + s.binary.len() + s.command.len(),
+                ResidueItem::Delegation(d) => {
+                    d.delegation_id.len()
+                        + d.capsule.len()
+                        + d.version.len()
+                        + d.child_session_id.len()
+                        + d.child_workdir.len()
+                }
+            } + 64)
+            .sum()
+    };
+    let body = match &event.body {
+        EventBody::Status(s) => text(&s.status.message) + text(&s.message_id),
+        EventBody::Artifact(a) => a.artifact_id.len() + text(&a.text) + residue(&a.residue),
+        EventBody::Frame(f) => f.kind.len() + f.body.len(),
+    };
+    std::mem::size_of::<Event>() + event.task_id.len() + event.context_id.len() + body
+}
 
 /// The kinds of murmur frame an agent reports beside the A2A events.
 /// `quota` and `suggested-prompt` are written only by a capsule on
@@ -119,6 +176,7 @@ pub fn frame(kind: FrameKind, body: &serde_json::Map<String, serde_json::Value>)
 /// The log: the replay buffer and what wakes its readers.
 pub struct EventLog {
     capacity: usize,
+    max_bytes: usize,
     buffer: Mutex<Buffer>,
     /// Bumped on every publish and on close.
     wake: watch::Sender<()>,
@@ -131,6 +189,8 @@ struct Buffer {
     events: VecDeque<Arc<Event>>,
     /// The id of the oldest buffered event; `latest + 1` while none is.
     first: u64,
+    /// What the buffered events hold ([`event_bytes`]).
+    bytes: usize,
     /// The newest id published, 0 before the first.
     latest: u64,
     /// Once the door closes: the newest id then. Readers end after it.
@@ -138,14 +198,17 @@ struct Buffer {
 }
 
 impl EventLog {
-    /// An empty log keeping the newest `capacity` events (at least one),
-    /// whose next event is `latest + 1`.
-    pub fn new(capacity: usize, latest: u64) -> Arc<EventLog> {
+    /// An empty log keeping the newest events `replay` allows (at least
+    /// one), whose next event is `latest + 1`.
+    pub fn new(replay: impl Into<Replay>, latest: u64) -> Arc<EventLog> {
+        let replay = replay.into();
         Arc::new(EventLog {
-            capacity: capacity.max(1),
+            capacity: replay.events.max(1),
+            max_bytes: replay.bytes,
             buffer: Mutex::new(Buffer {
                 events: VecDeque::new(),
                 first: latest + 1,
+                bytes: 0,
                 latest,
                 closed_at: None,
             }),
@@ -161,6 +224,11 @@ impl EventLog {
 
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Bytes the buffered events hold now ([`event_bytes`]).
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
     }
 
     /// The id of the newest event, 0 before the first.
@@ -205,17 +273,25 @@ impl EventLog {
             if id > buffer.latest + 1 {
                 tracing::error!(id, latest = buffer.latest, "event ids were skipped");
                 buffer.events.clear();
+                buffer.bytes = 0;
                 buffer.first = id;
             }
-            buffer.events.push_back(Arc::new(Event {
+            let event = Arc::new(Event {
                 id,
                 task_id: task_id.to_string(),
                 context_id: context_id.to_string(),
                 body,
-            }));
+            });
+            buffer.bytes += event_bytes(&event);
+            buffer.events.push_back(event);
             buffer.latest = id;
-            if buffer.events.len() > self.capacity {
-                buffer.events.pop_front();
+            while buffer.events.len() > self.capacity
+                || (buffer.bytes > self.max_bytes && buffer.events.len() > 1)
+            {
+                let Some(oldest) = buffer.events.pop_front() else {
+                    break;
+                };
+                buffer.bytes -= event_bytes(&oldest);
                 buffer.first += 1;
             }
         }

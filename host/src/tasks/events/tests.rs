@@ -176,6 +176,47 @@ fn an_id_older_than_the_buffer_reads_a_gap_first() {
     );
 }
 
+/// `--replay-buffer-bytes`: the buffer drops its oldest events to stay
+/// within its bytes, keeps the newest whatever its size, and a reconnect
+/// from a dropped id reads a gap.
+#[test]
+fn the_buffer_is_bounded_in_bytes() {
+    let big = |id: u64| {
+        let text = text_artifact("response", "x".repeat(1000));
+        (id..id + 1, text)
+    };
+    let per_event = |log: &EventLog| log.bytes() / (log.latest() - log.oldest() + 1) as usize;
+    let log = EventLog::new(
+        Replay {
+            events: 100,
+            bytes: 3500,
+        },
+        0,
+    );
+    for id in 1..=10 {
+        let (ids, body) = big(id);
+        log.publish(ids, "a", "ctx", vec![body]);
+    }
+    // Each event holds a little over 1000 bytes: three fit.
+    assert_eq!(log.oldest(), 8);
+    assert!(
+        per_event(&log) > 1000 && log.bytes() <= 3500,
+        "{}",
+        log.bytes()
+    );
+    let lines = drain(&mut log.session_reader(Some(2)));
+    assert_eq!(lines[0], "gap 2..7");
+    assert_eq!(ids(&lines[1..]), ["8", "9", "10"]);
+    // One event larger than the whole buffer is still kept, alone.
+    log.publish(
+        11..12,
+        "a",
+        "ctx",
+        vec![text_artifact("response", "y".repeat(10_000))],
+    );
+    assert_eq!((log.oldest(), log.latest()), (11, 11));
+}
+
 #[test]
 fn a_reader_that_falls_behind_reads_lagged_then_the_oldest() {
     let log = EventLog::new(3, 0);

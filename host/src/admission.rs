@@ -1,0 +1,190 @@
+//! Who gets a door instance: at most `--max-instances` at once, and no one
+//! caller more than `--max-instances-per-caller` of them, so one credential
+//! (or, on a public door, one client address) opening streams without end
+//! cannot take the instances every other caller needs. A request that finds
+//! the pool full waits a moment (`--instance-wait-ms`) for an instance to be
+//! released before it is turned away.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Door instances one caller may hold at once (`--max-instances-per-caller`).
+pub const MAX_INSTANCES_PER_CALLER: u32 = 512;
+/// How long a request waits for an instance when every one is in use
+/// (`--instance-wait-ms`).
+pub const INSTANCE_WAIT: Duration = Duration::from_millis(1000);
+
+/// Who a request counts against: on an authenticated door the
+/// `Authorization` it presents (one per credential; a forged one is refused
+/// at once), else the client's address. Kept as a digest, never as the
+/// token.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Caller([u8; 32]);
+
+impl Caller {
+    pub fn of(authenticated: bool, authorization: Option<&[u8]>, address: IpAddr) -> Caller {
+        let mut digest = Sha256::new();
+        match authorization.filter(|_| authenticated) {
+            Some(value) => {
+                digest.update(b"authorization\0");
+                digest.update(value);
+            }
+            None => {
+                digest.update(b"address\0");
+                digest.update(address.to_string());
+            }
+        }
+        Caller(digest.finalize().into())
+    }
+}
+
+/// Why a request got no instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The caller holds its share.
+    CallerShare(u32),
+    /// Every instance stayed in use for the whole wait.
+    Full,
+}
+
+pub struct Admission {
+    instances: Arc<Semaphore>,
+    per_caller: u32,
+    wait: Duration,
+    held: Mutex<HashMap<Caller, u32>>,
+}
+
+/// One door instance, held until it drops.
+pub struct Slot(Option<(Arc<Admission>, Caller, OwnedSemaphorePermit)>);
+
+impl Slot {
+    /// An instance counted against no admission: for requests that reach
+    /// the door from inside the host (benchmarks, embedders).
+    pub fn unlimited() -> Slot {
+        Slot(None)
+    }
+}
+
+impl Admission {
+    pub fn new(instances: u32, per_caller: u32, wait: Duration) -> Arc<Admission> {
+        Arc::new(Admission {
+            instances: Arc::new(Semaphore::new(instances as usize)),
+            per_caller: per_caller.max(1),
+            wait,
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// An instance for `caller`, within its share, waiting up to the wait
+    /// for one to be free.
+    pub async fn admit(self: &Arc<Self>, caller: Caller) -> Result<Slot, Refused> {
+        {
+            let mut held = self.held.lock().unwrap();
+            let count = held.entry(caller.clone()).or_default();
+            if *count >= self.per_caller {
+                return Err(Refused::CallerShare(self.per_caller));
+            }
+            *count += 1;
+        }
+        // Counted before the wait, so a caller cannot queue past its share.
+        let slot = |permit| Slot(Some((self.clone(), caller.clone(), permit)));
+        let acquire = self.instances.clone().acquire_owned();
+        match tokio::time::timeout(self.wait, acquire).await {
+            Ok(Ok(permit)) => Ok(slot(permit)),
+            _ => {
+                self.release(&caller);
+                Err(Refused::Full)
+            }
+        }
+    }
+
+    fn release(&self, caller: &Caller) {
+        let mut held = self.held.lock().unwrap();
+        if let Some(count) = held.get_mut(caller) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(caller);
+            }
+        }
+    }
+
+    /// Instances free now.
+    pub fn available(&self) -> usize {
+        self.instances.available_permits()
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some((admission, caller, _)) = &self.0 {
+            admission.release(caller);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(n: u8) -> Caller {
+        Caller::of(false, None, IpAddr::from([10, 0, 0, n]))
+    }
+
+    #[tokio::test]
+    async fn one_caller_holds_at_most_its_share() {
+        let admission = Admission::new(10, 2, Duration::ZERO);
+        let a = admission.admit(caller(1)).await.unwrap();
+        let _b = admission.admit(caller(1)).await.unwrap();
+        assert_eq!(
+            admission.admit(caller(1)).await.err(),
+            Some(Refused::CallerShare(2))
+        );
+        // Another caller still gets in; the first gets one back on release.
+        let _c = admission.admit(caller(2)).await.unwrap();
+        drop(a);
+        assert!(admission.admit(caller(1)).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_full_pool_is_waited_for_then_refused() {
+        let admission = Admission::new(1, 5, Duration::from_millis(50));
+        let held = admission.admit(caller(1)).await.unwrap();
+        assert_eq!(admission.admit(caller(2)).await.err(), Some(Refused::Full));
+        // A refused request gives its count back.
+        assert!(admission.held.lock().unwrap().get(&caller(2)).is_none());
+        let waiting = tokio::spawn({
+            let admission = admission.clone();
+            async move { admission.admit(caller(2)).await.is_ok() }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drop(held);
+        assert!(waiting.await.unwrap());
+    }
+
+    #[test]
+    fn the_caller_is_the_credential_on_an_authenticated_door() {
+        let here = IpAddr::from([127, 0, 0, 1]);
+        let there = IpAddr::from([127, 0, 0, 2]);
+        assert_eq!(
+            Caller::of(true, Some(b"Bearer x"), here),
+            Caller::of(true, Some(b"Bearer x"), there)
+        );
+        assert_ne!(
+            Caller::of(true, Some(b"Bearer x"), here),
+            Caller::of(true, Some(b"Bearer y"), here)
+        );
+        assert_eq!(
+            Caller::of(false, Some(b"Bearer x"), here),
+            Caller::of(false, Some(b"Bearer y"), here)
+        );
+        assert_ne!(
+            Caller::of(false, None, here),
+            Caller::of(false, None, there)
+        );
+    }
+}
