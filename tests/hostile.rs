@@ -369,3 +369,72 @@ fn a_half_closed_client_is_answered() {
         );
     }
 }
+
+const STREAM: &str = "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
+
+// Item 4 ("murmur.WatchSession": a gap frame first when the buffer no longer
+// holds every event after Last-Event-ID): the replay buffer is bounded in
+// bytes, dropping the oldest; a reconnect from a dropped id reads a gap.
+#[test]
+fn the_replay_buffer_is_bounded_in_bytes() {
+    let door = start(PUBLIC, &["--replay-buffer-bytes", "300000"]);
+    let text = "x".repeat(100_000);
+    for n in 0..6 {
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": "SendMessage",
+            "params": {"message": {"messageId": format!("m{n}"), "role": "ROLE_USER", "parts": [{"text": text}]}}});
+        let reply = door.rpc(&body.to_string(), &[]);
+        assert_eq!(
+            reply.json()["result"]["task"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+    }
+    let watch = r#"{"jsonrpc":"2.0","id":"w","method":"murmur.WatchSession","params":{}}"#;
+    let mut sse = door.open_stream(watch, &[("Last-Event-ID", "0")]);
+    sse.next(); // connection-ack
+    let gap = sse.next();
+    let frame = &gap.data["result"]["message"]["metadata"][STREAM];
+    assert_eq!(frame["frame"], "gap", "{}", gap.data);
+    assert_eq!(frame["after"], 0);
+    let mut replayed = Vec::new();
+    while let Some(event) = sse.next_within(Duration::from_millis(500)) {
+        replayed.push(event);
+    }
+    // Each task writes its 100 KB response once: at most two of the six
+    // fit beside the statuses in 300,000 bytes.
+    let responses = replayed
+        .iter()
+        .filter(|e| e.data.to_string().contains(&text))
+        .count();
+    assert!(
+        (1..=2).contains(&responses),
+        "{responses} responses replayed"
+    );
+    assert_eq!(frame["through"], replayed[0].id.unwrap() - 1);
+}
+
+// Item 10: the state directory stays locked when STATE/lock is deleted: a
+// second door on it is refused and the first keeps its session.
+#[test]
+fn deleting_the_lock_file_frees_nothing() {
+    let door = start(PUBLIC, &[]);
+    std::fs::remove_file(door.state.path().join("lock")).unwrap();
+    let output = std::process::Command::new(common::binary())
+        .arg("serve")
+        .arg(&door.manifest)
+        .args(["--listen", "127.0.0.1:0", "--state"])
+        .arg(door.state.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "the state directory {} is in use by another murmur-door",
+            door.state.path().display()
+        )),
+        "{stderr}"
+    );
+    assert!(door.state.path().join("session.db").exists());
+    assert!(!door.state.path().join("sessions").exists());
+    assert_eq!(door.get("/.well-known/agent-card.json").status, 200);
+}
