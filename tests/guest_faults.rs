@@ -104,14 +104,23 @@ fn rss_kib() -> u64 {
 }
 
 /// What 200 failing requests cost the host: each `ask(n)` must be answered
-/// -32603 with id n. Prints, and returns, the time each took and the
-/// resident set before and after, in KiB.
+/// `expected(n)` (-32603 with id n, unless said otherwise). Prints, and
+/// returns, the time each took and the resident set before and after, in
+/// KiB.
 fn cost_of_failures(what: &str, ask: impl Fn(u64) -> common::Reply) -> (Duration, u64, u64) {
+    cost_of_failures_answered(what, ask, |n| internal(json!(n)))
+}
+
+fn cost_of_failures_answered(
+    what: &str,
+    ask: impl Fn(u64) -> common::Reply,
+    expected: impl Fn(u64) -> serde_json::Value,
+) -> (Duration, u64, u64) {
     const N: u64 = 200;
     let before = rss_kib();
     let started = Instant::now();
     for n in 1..=N {
-        assert_eq!(ask(n).json(), internal(json!(n)));
+        assert_eq!(ask(n).json(), expected(n));
     }
     let each = started.elapsed() / N as u32;
     let after = rss_kib();
@@ -317,7 +326,9 @@ fn a_busy_stream_is_not_cut() {
 
 /// A door that grows its memory until the host refuses (`--max-memory-mb`),
 /// touching each new page, then traps, costs only its request; so does one
-/// that asks for 4 GiB at once. Prints what 200 of them cost the host.
+/// that asks for 4 GiB at once. A request that needs more memory than a door
+/// has is answered 413, naming the limit. Prints what 200 of them cost the
+/// host.
 #[test]
 fn a_memory_hog_costs_only_its_request() {
     let limits = Limits {
@@ -341,12 +352,18 @@ fn a_memory_hog_costs_only_its_request() {
         "(if (i32.eq (memory.grow (i32.const 65535)) (i32.const -1)) (then unreachable))",
     );
     let (_runtime, addrs) = serve_all(&[&hog, &huge, engine::EMBEDDED_DOOR], limits);
+    let too_large = json!({"error": "payload_too_large", "message": "serving this request needs more than the 16 MiB of memory a door instance has (--max-memory-mb)"});
     for addr in &addrs[..2] {
         let reply = common::post(addr, r#"{"jsonrpc":"2.0","id":"m","method":"GetTask"}"#);
-        assert_eq!(reply.json(), internal(json!("m")));
-        assert_eq!(common::post(addr, "[").status, 500);
+        assert_eq!(reply.status, 413);
+        assert_eq!(reply.json(), too_large);
+        assert_eq!(common::post(addr, "[").status, 413);
     }
-    let (_, before, after) = cost_of_failures("hogs of 16 MiB", |n| get_task(&addrs[0], n));
+    let (_, before, after) = cost_of_failures_answered(
+        "hogs of 16 MiB",
+        |n| get_task(&addrs[0], n),
+        |_| too_large.clone(),
+    );
     assert!(after < before + 64 * 1024, "RSS {before} -> {after} KiB");
     // The good door beside them still answers.
     let good = &addrs[2];

@@ -126,13 +126,13 @@ fn a_body_without_a_token_is_never_read() {
     let token = door.token("operator");
     let mut stream = connect(&door);
     stream
-        .write_all(head(&door, 16_777_217, Some(&token)).as_bytes())
+        .write_all(head(&door, 8_388_609, Some(&token)).as_bytes())
         .unwrap();
     let reply = response(&mut stream);
     assert_eq!(reply.status, 413);
     assert_eq!(
         reply.json(),
-        json!({"error": "payload_too_large", "message": "the request body is larger than 16777216 bytes"})
+        json!({"error": "payload_too_large", "message": "the request body is larger than 8388608 bytes"})
     );
 }
 
@@ -437,4 +437,73 @@ fn deleting_the_lock_file_frees_nothing() {
     assert!(door.state.path().join("session.db").exists());
     assert!(!door.state.path().join("sessions").exists());
     assert_eq!(door.get("/.well-known/agent-card.json").status, 200);
+}
+
+/// A SendMessage body of exactly `size` bytes whose one part is `part`
+/// with its `"x…"` filler stretched to fit.
+fn sized_send(size: usize, part: serde_json::Value) -> String {
+    let body = |part: &serde_json::Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [part]}}})
+        .to_string()
+    };
+    let short = body(&part);
+    let fill = "x".repeat(size - short.len());
+    short.replacen("FILL", &format!("FILL{fill}"), 1)
+}
+
+// Item 7: the defaults are consistent. A body the host admits (8 MiB) is
+// one the door can serve: a held SendMessage whose text part, or data
+// part, fills the whole body is answered with its completed task, and so is
+// an image part at context.images.max_bytes (5 MiB, the reference's "Image
+// parts"). One byte more is 413, naming the body limit; a body the door
+// cannot parse within its memory is 413, naming that limit, never -32603.
+#[test]
+fn the_largest_parts_the_defaults_admit_are_served() {
+    use base64::Engine as _;
+    let door = start(PUBLIC, &[]);
+    let max = 8 << 20;
+    let completed = |body: &str| {
+        assert_eq!(body.len(), max);
+        let started = Instant::now();
+        let reply = door.rpc(body, &[]);
+        let task = &reply.json()["result"]["task"];
+        assert_eq!(
+            task["status"]["state"],
+            "TASK_STATE_COMPLETED",
+            "{:.300}",
+            reply.text()
+        );
+        started.elapsed()
+    };
+    let text = completed(&sized_send(max, json!({"text": "FILL"})));
+    let data = completed(&sized_send(max, json!({"data": {"k": "FILL"}})));
+    let png = [b"\x89PNG\r\n\x1a\n".as_slice(), &vec![0u8; (5 << 20) - 8]].concat();
+    let raw = base64::engine::general_purpose::STANDARD.encode(&png);
+    let image = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "m", "role": "ROLE_USER",
+            "parts": [{"text": "look"}, {"raw": raw, "mediaType": "image/png"}]}}});
+    let reply = door.rpc(&image.to_string(), &[]);
+    assert_eq!(
+        reply.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    println!("8 MiB text part served in {text:?}, 8 MiB data part in {data:?}, 5 MiB image");
+    let reply = door.rpc(&sized_send(max + 1, json!({"text": "FILL"})), &[]);
+    assert_eq!(reply.status, 413);
+    assert_eq!(
+        reply.json(),
+        json!({"error": "payload_too_large", "message": "the request body is larger than 8388608 bytes"})
+    );
+    // Two bytes of body for every JSON value the door must hold.
+    let numbers = format!("[{}0]", "0,".repeat(2 << 20));
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m","role":"ROLE_USER","parts":[{{"data":{{"n":{numbers}}}}}]}}}}}}"#
+    );
+    let reply = door.rpc(&body, &[]);
+    assert_eq!(reply.status, 413);
+    assert_eq!(
+        reply.json(),
+        json!({"error": "payload_too_large", "message": "serving this request needs more than the 128 MiB of memory a door instance has (--max-memory-mb)"})
+    );
 }

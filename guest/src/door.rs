@@ -10,7 +10,7 @@ use crate::http::{Request, Response};
 use crate::imports::Imports;
 use crate::methods::Method;
 use crate::model::{Caller, Capsule, CompletionRefusal, Origin, ResidueItem, Scope};
-use crate::rpc::{self, Id, RpcRequest};
+use crate::rpc::{self, Id};
 use crate::security::{self, TASK_ORIGIN, TASK_TRUST};
 use crate::send::{self, Provenance};
 use crate::streams::{self, Stream};
@@ -107,7 +107,10 @@ fn check<I: Imports>(
         return Err(Refusal::NotFound.into());
     }
     // 6. and 7. A JSON body, then a JSON-RPC 2.0 request.
-    let rpc = rpc::parse(&body).map_err(|(id, error)| Answer::Rpc(id, error))?;
+    let mut rpc = rpc::parse(&body).map_err(|(id, error)| Answer::Rpc(id, error))?;
+    // The parsed request holds what the door needs; a door's memory is
+    // bounded, and the body may be most of it.
+    drop(body);
     let fail = |error: RpcError| Answer::Rpc(rpc.id.clone(), error);
     // 8. The A2A-Version header.
     version::check(request).map_err(fail)?;
@@ -131,7 +134,7 @@ fn check<I: Imports>(
         delegation_awaited(request, imports).map_err(fail)?;
     }
     // 12. params, when present, is an object.
-    let params = params_object(&rpc).map_err(fail)?;
+    let params = params_object(rpc.params.take()).map_err(fail)?;
     // 13. No tenant.
     no_tenant(&params).map_err(fail)?;
     // 14. The method itself.
@@ -223,10 +226,10 @@ fn delegation_awaited(request: &Request, imports: &impl Imports) -> Result<(), R
 }
 
 /// Step 12: params omitted reads as {}.
-fn params_object(rpc: &RpcRequest) -> Result<Map<String, Value>, RpcError> {
-    match &rpc.params {
+fn params_object(params: Option<Value>) -> Result<Map<String, Value>, RpcError> {
+    match params {
         None => Ok(Map::new()),
-        Some(Value::Object(params)) => Ok(params.clone()),
+        Some(Value::Object(params)) => Ok(params),
         Some(_) => Err(RpcError::params_not_object()),
     }
 }

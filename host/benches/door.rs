@@ -17,9 +17,9 @@ use murmur_door_host::cpu;
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::imports::RequestState;
 use murmur_door_host::manifest::Manifest;
+use murmur_door_host::memory::DoorMemory;
 use murmur_door_host::server::Server;
 use murmur_door_host::session::Session;
-use wasmtime::StoreLimitsBuilder;
 
 const MANIFEST: &str = "name: my-agent\nversion: 0.1.0\ntools: [bash]\ncapabilities: {shell: {allow: [bash]}}\nexports: {files: [out/]}\n";
 const REFUSED: &str = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#;
@@ -42,7 +42,10 @@ fn main() {
     );
     report("instantiate (pooled)", || {
         runtime.block_on(async {
-            let state = RequestState::new(session.clone(), StoreLimitsBuilder::new().build());
+            let state = RequestState::new(
+                session.clone(),
+                DoorMemory::unshared(engine::MAX_MEMORY_BYTES),
+            );
             let mut store = engine::store(&engine, state, engine::Limits::default());
             let meter = store.data().cpu.clone();
             cpu::metered(&meter, door.pre.instantiate_async(&mut store))

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{
     Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
-    StoreLimitsBuilder, UpdateDeadline,
+    UpdateDeadline,
 };
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 
@@ -27,7 +27,7 @@ pub const EMBEDDED_DOOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/door.
 pub const MAX_INSTANCES: u32 = 1100;
 /// A door's linear memory may grow to this many bytes per request
 /// (`--max-memory-mb`).
-pub const MAX_MEMORY_BYTES: usize = 64 << 20;
+pub const MAX_MEMORY_BYTES: usize = 128 << 20;
 /// Milliseconds a request's door may run without waiting
 /// (`--max-cpu-ms`, see [`crate::cpu`]).
 pub const MAX_CPU_MS: u64 = 1000;
@@ -93,14 +93,9 @@ fn tick_engine(engine: &Engine) {
 /// `poll` runs no wasm and reaches no deadline. Every call into the store
 /// runs inside [`crate::cpu::metered`], which sees the door wait.
 pub fn store(engine: &Engine, state: RequestState, limits: Limits) -> Store<RequestState> {
-    let mut state = state;
-    state.limits = StoreLimitsBuilder::new()
-        .memory_size(limits.max_memory_bytes)
-        .instances(8)
-        .build();
     let meter = state.cpu.clone();
     let mut store = Store::new(engine, state);
-    store.limiter(|state| &mut state.limits);
+    store.limiter(|state| &mut state.memory);
     let budget = Duration::from_millis(limits.max_cpu_ms);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
@@ -320,8 +315,8 @@ mod tests {
     fn idle_instances_cost() {
         use std::sync::Arc;
 
+        use crate::memory::DoorMemory;
         use bytes::Bytes;
-        use wasmtime::StoreLimitsBuilder;
 
         use crate::manifest::Manifest;
         use crate::server::Server;
@@ -344,7 +339,7 @@ mod tests {
         runtime.block_on(async {
             let mut store = store(
                 &engine,
-                RequestState::new(session.clone(), StoreLimitsBuilder::new().build()),
+                RequestState::new(session.clone(), DoorMemory::unshared(MAX_MEMORY_BYTES)),
                 Limits::default(),
             );
             door.pre.instantiate_async(&mut store).await.unwrap();
@@ -356,7 +351,7 @@ mod tests {
                 runtime.block_on(async {
                     let mut store = store(
                         &engine,
-                        RequestState::new(session.clone(), StoreLimitsBuilder::new().build()),
+                        RequestState::new(session.clone(), DoorMemory::unshared(MAX_MEMORY_BYTES)),
                         Limits::default(),
                     );
                     let proxy = door.pre.instantiate_async(&mut store).await.unwrap();

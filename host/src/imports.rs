@@ -2,8 +2,8 @@
 //! request's store holds to answer them.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use wasmtime::StoreLimits;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi::p2::DynPollable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -13,6 +13,7 @@ use wasmtime_wasi_http::{
 };
 
 use crate::cpu::Meter;
+use crate::memory::DoorMemory;
 use crate::session::Session;
 use crate::tasks::events::Reader;
 use crate::tokens;
@@ -36,9 +37,14 @@ pub use murmur::door::{events, session, task_store, tokens as token_types};
 /// What one request's store holds.
 pub struct RequestState {
     pub session: Arc<Session>,
-    pub limits: StoreLimits,
+    /// The door's linear memory (`--max-memory-mb`, `--max-door-memory-mb`).
+    pub memory: DoorMemory,
     /// The CPU the door has used since it last waited (`--max-cpu-ms`).
     pub cpu: Arc<Meter>,
+    /// Set once the door has changed the session (started, continued or
+    /// canceled a task, stopped the session, delivered a completion): a
+    /// door failing after that had accepted its request.
+    pub changed: Arc<AtomicBool>,
     wasi: WasiCtx,
     http: WasiHttpCtx,
     hooks: NoOutgoingRequests,
@@ -85,15 +91,16 @@ pub const MAX_RESOURCES: usize = 1024;
 pub const MAX_FIELDS_BYTES: usize = 64 << 10;
 
 impl RequestState {
-    pub fn new(session: Arc<Session>, limits: StoreLimits) -> RequestState {
+    pub fn new(session: Arc<Session>, memory: DoorMemory) -> RequestState {
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_RESOURCES);
         let mut http = WasiHttpCtx::new();
         http.set_field_size_limit(MAX_FIELDS_BYTES);
         RequestState {
             session,
-            limits,
+            memory,
             cpu: Arc::default(),
+            changed: Arc::default(),
             // The door gets no environment, arguments, files or stdio.
             wasi: WasiCtx::builder().build(),
             http,
@@ -134,6 +141,7 @@ impl session::Host for RequestState {
     /// murmur.StopSession: every live task canceled, and what the session
     /// still runs.
     fn stop(&mut self) -> session::StopReport {
+        self.changed.store(true, Ordering::Relaxed);
         self.session.tasks.stop()
     }
 
@@ -153,7 +161,18 @@ impl session::Host for RequestState {
             .session
             .tasks
             .deliver_completion(&delegation_id, message)?;
+        self.changed.store(true, Ordering::Relaxed);
         Ok(session::CompletionReceipt { context_id })
+    }
+}
+
+impl RequestState {
+    /// Notes a change the door made, when `result` says it made one.
+    fn changing<T, E>(&self, result: Result<T, E>) -> Result<T, E> {
+        if result.is_ok() {
+            self.changed.store(true, Ordering::Relaxed);
+        }
+        result
     }
 }
 
@@ -162,7 +181,7 @@ impl task_store::Host for RequestState {
         &mut self,
         task: task_store::NewTask,
     ) -> Result<task_store::Task, task_store::TaskError> {
-        self.session.tasks.start(task)
+        self.changing(self.session.tasks.start(task))
     }
 
     fn reply(
@@ -172,9 +191,11 @@ impl task_store::Host for RequestState {
         context_id: Option<String>,
         text: String,
     ) -> Result<task_store::Task, task_store::TaskError> {
-        self.session
+        let replied = self
+            .session
             .tasks
-            .reply(&caller, &task_id, context_id.as_deref(), text)
+            .reply(&caller, &task_id, context_id.as_deref(), text);
+        self.changing(replied)
     }
 
     fn get(
@@ -190,7 +211,8 @@ impl task_store::Host for RequestState {
         caller: task_store::Caller,
         task_id: String,
     ) -> Result<task_store::Task, task_store::TaskError> {
-        self.session.tasks.cancel(&caller, &task_id)
+        let canceled = self.session.tasks.cancel(&caller, &task_id);
+        self.changing(canceled)
     }
 
     /// The WIT's `list` has no error case: a store that fails answers an

@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod engine;
 pub mod imports;
 pub mod manifest;
+pub mod memory;
 pub mod server;
 pub mod session;
 pub mod swap;

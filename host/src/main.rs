@@ -18,6 +18,7 @@ use murmur_door_host::connections;
 use murmur_door_host::control::{CONTROL_PATH, ControlToken};
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::Manifest;
+use murmur_door_host::memory;
 use murmur_door_host::server::{self, Server};
 use murmur_door_host::session::Session;
 use murmur_door_host::swap;
@@ -90,6 +91,11 @@ enum Command {
         #[arg(long, value_name = "MB", default_value_t = (engine::MAX_MEMORY_BYTES >> 20) as u64,
               value_parser = clap::value_parser!(u64).range(1..=4096))]
         max_memory_mb: u64,
+        /// Megabytes of linear memory all door instances may hold together;
+        /// a door refused memory by it is answered 503.
+        #[arg(long, value_name = "MB", default_value_t = (memory::MAX_DOOR_MEMORY_BYTES >> 20) as u64,
+              value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+        max_door_memory_mb: u64,
         /// Bytes a request body may have; a larger one is answered 413.
         #[arg(long, value_name = "BYTES", default_value_t = server::MAX_BODY_BYTES,
               value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 32))]
@@ -198,6 +204,7 @@ fn main() -> ExitCode {
                 max_instances,
                 max_cpu_ms,
                 max_memory_mb,
+                max_door_memory_mb,
                 max_body_bytes,
                 max_headers,
                 max_header_bytes,
@@ -248,6 +255,7 @@ fn main() -> ExitCode {
             max_instances,
             max_instances_per_caller,
             instance_wait: Duration::from_millis(instance_wait_ms),
+            max_door_memory_bytes: (max_door_memory_mb as usize) << 20,
         },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

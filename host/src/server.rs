@@ -15,7 +15,6 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use wasmtime::StoreLimitsBuilder;
 use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
@@ -27,11 +26,15 @@ use crate::control::{self, ControlToken};
 use crate::cpu;
 use crate::engine::{self, Door, Limits};
 use crate::imports::RequestState;
+use crate::memory::{self, DoorMemory, MemoryLimit, MemoryPool};
 use crate::session::Session;
 use crate::swap::{self, Doors, Serving, Source};
 
-/// The largest request body the host reads (`--max-body-bytes`).
-pub const MAX_BODY_BYTES: usize = 16 << 20;
+/// The largest request body the host reads (`--max-body-bytes`): every
+/// text or data part a body this size can carry fits the default door
+/// memory (`--max-memory-mb` 128) when a held SendMessage echoes it back,
+/// with room to spare (8 MiB is about where 64 MiB would run out).
+pub const MAX_BODY_BYTES: usize = 8 << 20;
 /// Header lines a request head may carry (`--max-headers`).
 pub const MAX_HEADERS: usize = 100;
 /// Bytes a request head may take (`--max-header-bytes`); hyper's least is
@@ -62,6 +65,8 @@ pub struct HttpLimits {
     pub max_instances: u32,
     pub max_instances_per_caller: u32,
     pub instance_wait: Duration,
+    /// Bytes of linear memory all live door instances hold together.
+    pub max_door_memory_bytes: usize,
 }
 
 impl Default for HttpLimits {
@@ -77,6 +82,7 @@ impl Default for HttpLimits {
             max_instances: engine::MAX_INSTANCES,
             max_instances_per_caller: admission::MAX_INSTANCES_PER_CALLER,
             instance_wait: admission::INSTANCE_WAIT,
+            max_door_memory_bytes: memory::MAX_DOOR_MEMORY_BYTES,
         }
     }
 }
@@ -86,6 +92,7 @@ struct Shared {
     connections: Arc<Connections>,
     bodies: BodyBudget,
     admission: Arc<Admission>,
+    memory: Arc<MemoryPool>,
 }
 
 impl Shared {
@@ -98,6 +105,7 @@ impl Shared {
                 http.max_instances_per_caller,
                 http.instance_wait,
             ),
+            memory: MemoryPool::new(http.max_door_memory_bytes),
         }
     }
 }
@@ -108,6 +116,7 @@ static CONNECTIONS_FULL: Throttled = Throttled::new(Duration::from_secs(1));
 static INSTANCES_FULL: Throttled = Throttled::new(Duration::from_secs(1));
 static BODIES_FULL: Throttled = Throttled::new(Duration::from_secs(1));
 static DOOR_FAILED: Throttled = Throttled::new(Duration::from_secs(1));
+static MEMORY_FULL: Throttled = Throttled::new(Duration::from_secs(1));
 
 pub struct Server {
     /// The live door and the previous one.
@@ -193,7 +202,8 @@ impl Server {
 
     /// A store for one request, limited and metered (see [`engine::store`]).
     fn store(&self, door: &Door) -> wasmtime::Store<RequestState> {
-        let state = RequestState::new(self.session.clone(), StoreLimitsBuilder::new().build());
+        let memory = DoorMemory::new(self.limits.max_memory_bytes, self.shared.memory.clone());
+        let state = RequestState::new(self.session.clone(), memory);
         engine::store(door.pre.engine(), state, self.limits)
     }
 
@@ -331,12 +341,14 @@ impl Server {
                     .max_headers(limits.max_headers)
                     .max_buf_size(limits.max_header_bytes.max(8192))
                     .serve_connection(TokioIo::new(stream), service);
-                tokio::select! {
-                    ended = connection => {
-                        if let Err(e) = ended {
-                            tracing::debug!(error = %e, "connection ended");
-                        }
+                let served = async {
+                    match connection.without_shutdown().await {
+                        Ok(parts) => linger(parts.io.into_inner()).await,
+                        Err(e) => tracing::debug!(error = %e, "connection ended"),
                     }
+                };
+                tokio::select! {
+                    _ = served => {}
                     _ = registered.evicted() => tracing::debug!("connection closed to let a new one in"),
                     _ = registered.stream_client_gone(fd) => tracing::debug!("stream closed: its client has gone"),
                 }
@@ -382,7 +394,7 @@ impl Server {
                 match self.run(serving, request, slot, tally.clone()).await {
                     Ok(response) => response,
                     Err(failure) => {
-                        if matches!(failure, Failure::Guest(_)) {
+                        if matches!(failure, Failure::Guest(..)) {
                             tally.read_prefix().await;
                         }
                         failure.response(&tally)
@@ -442,6 +454,15 @@ impl Server {
         let request = Request::from_parts(parts, body);
 
         let mut store = self.store(&serving.live().door);
+        let memory = store.data().memory.refused();
+        let changed = store.data().changed.clone();
+        // Out of memory before it changed the session, the door refused the
+        // request; after, it had accepted it (-32603).
+        let memory = move || {
+            (!changed.load(std::sync::atomic::Ordering::Relaxed))
+                .then(|| memory.get().copied())
+                .flatten()
+        };
         let (sender, receiver) = tokio::sync::oneshot::channel();
         let incoming = store
             .data_mut()
@@ -489,19 +510,46 @@ impl Server {
                 let door = Some(task.abort_handle());
                 Ok(response.map(|body| Guarded { body, failed, door }.boxed_unsync()))
             }
-            Ok(Err(code)) => Err(Failure::Guest(format!(
-                "the door answered an error: {code:?}"
-            ))),
+            Ok(Err(code)) => Err(Failure::Guest(
+                format!("the door answered an error: {code:?}"),
+                memory(),
+            )),
             Err(_) => {
                 let why = match task.await {
                     Ok(Ok(())) => "the door returned without answering".to_string(),
                     Ok(Err(trap)) => format!("{trap:#}"),
                     Err(join) => format!("the door's task failed: {join}"),
                 };
-                Err(Failure::Guest(why))
+                Err(Failure::Guest(why, memory()))
             }
         }
     }
+}
+
+/// How long a connection closed with its last body unread keeps
+/// discarding what the client still sends.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Closes a connection hyper is done with: the write side first, then what
+/// the client still sends is read and discarded until it closes too, for
+/// at most [`LINGER`]. A client refused before its body was read (401, 413)
+/// is often still writing it; closing with its bytes unread would reset the
+/// connection, and the reset can destroy the answer before the client reads
+/// it.
+async fn linger(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if stream.shutdown().await.is_err() {
+        return;
+    }
+    let mut discard = [0u8; 16 << 10];
+    let drain = async {
+        while let Ok(n) = stream.read(&mut discard).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 /// Whether a response is an event stream, whose client is watched for
@@ -602,8 +650,9 @@ enum Failure {
     Refused(admission::Refused),
     /// The host could not set the request up.
     Host(String),
-    /// The door trapped, answered an error code or nothing: the reason.
-    Guest(String),
+    /// The door trapped, answered an error code or nothing: the reason,
+    /// and the memory limit it met, if it met one.
+    Guest(String, Option<MemoryLimit>),
 }
 
 impl Failure {
@@ -642,7 +691,29 @@ impl Failure {
                 tracing::error!(error = %why, "request setup failed");
                 internal_error(None)
             }
-            Failure::Guest(why) => {
+            // Out of memory: the request needs more than a door has, or the
+            // doors together hold all they may. Either way it is not a fault.
+            Failure::Guest(_, Some(MemoryLimit::Instance(max))) => plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                serde_json::json!({"error": "payload_too_large", "message": format!("serving this request needs more than the {} MiB of memory a door instance has (--max-memory-mb)", max >> 20)}),
+            ),
+            Failure::Guest(_, Some(MemoryLimit::Shared(max))) => {
+                if let Some(times) = MEMORY_FULL.due() {
+                    tracing::warn!(
+                        times,
+                        "the doors hold --max-door-memory-mb: requests are refused 503"
+                    );
+                }
+                retry_later(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "busy",
+                    format!(
+                        "the door instances hold all the memory they may ({} MiB); retry shortly",
+                        max >> 20
+                    ),
+                )
+            }
+            Failure::Guest(why, None) => {
                 if let Some(times) = DOOR_FAILED.due() {
                     tracing::error!(error = %clipped(&why), times, "the door failed");
                 }

@@ -1,0 +1,165 @@
+//! A door's linear memory: at most `--max-memory-mb` an instance, and at
+//! most `--max-door-memory-mb` across every live instance together, so the
+//! pool's worst case is a figure the machine can hold rather than instances
+//! × their limit. Memory is counted as the door asks for it (its initial
+//! pages and every `memory.grow`) and given back when its store drops.
+//!
+//! A door refused memory fails its request (Rust aborts on a failed
+//! allocation); the limit that refused it tells the host how to answer:
+//! the instance's own limit means the request needs more than a door has
+//! (413), the shared one that the doors are busy (503).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Bytes of linear memory all live door instances may hold together
+/// (`--max-door-memory-mb`).
+pub const MAX_DOOR_MEMORY_BYTES: usize = 4 << 30;
+
+/// Core instances a request's door may make (a Rust wasip2 door makes 3).
+const MAX_CORE_INSTANCES: usize = 8;
+
+/// The limit that refused a door memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryLimit {
+    /// `--max-memory-mb`: the request needs more than one door may have.
+    Instance(usize),
+    /// `--max-door-memory-mb`: the live doors hold all they may.
+    Shared(usize),
+}
+
+/// The memory every live door instance shares.
+#[derive(Debug)]
+pub struct MemoryPool {
+    total: usize,
+    free: AtomicUsize,
+}
+
+impl MemoryPool {
+    pub fn new(total: usize) -> Arc<MemoryPool> {
+        Arc::new(MemoryPool {
+            total,
+            free: AtomicUsize::new(total),
+        })
+    }
+
+    /// Bytes no door holds now.
+    pub fn free(&self) -> usize {
+        self.free.load(Ordering::Relaxed)
+    }
+
+    fn take(&self, bytes: usize) -> bool {
+        self.free
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
+                free.checked_sub(bytes)
+            })
+            .is_ok()
+    }
+
+    fn give(&self, bytes: usize) {
+        self.free.fetch_add(bytes, Ordering::AcqRel);
+    }
+}
+
+/// One request's store limiter.
+pub struct DoorMemory {
+    per_instance: usize,
+    pool: Arc<MemoryPool>,
+    taken: usize,
+    refused: Arc<OnceLock<MemoryLimit>>,
+}
+
+impl DoorMemory {
+    pub fn new(per_instance: usize, pool: Arc<MemoryPool>) -> DoorMemory {
+        DoorMemory {
+            per_instance,
+            pool,
+            taken: 0,
+            refused: Arc::default(),
+        }
+    }
+
+    /// A door limited only by `per_instance` (benchmarks, tests).
+    pub fn unshared(per_instance: usize) -> DoorMemory {
+        DoorMemory::new(per_instance, MemoryPool::new(usize::MAX))
+    }
+
+    /// Set once a limit refuses this door memory.
+    pub fn refused(&self) -> Arc<OnceLock<MemoryLimit>> {
+        self.refused.clone()
+    }
+}
+
+impl wasmtime::ResourceLimiter for DoorMemory {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.per_instance {
+            let _ = self.refused.set(MemoryLimit::Instance(self.per_instance));
+            return Ok(false);
+        }
+        let more = desired.saturating_sub(current);
+        if !self.pool.take(more) {
+            let _ = self.refused.set(MemoryLimit::Shared(self.pool.total));
+            return Ok(false);
+        }
+        self.taken += more;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        _desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // The pool bounds each table's size.
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
+}
+
+impl Drop for DoorMemory {
+    fn drop(&mut self) {
+        self.pool.give(self.taken);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::ResourceLimiter;
+
+    #[test]
+    fn each_door_and_all_doors_are_bounded() {
+        let pool = MemoryPool::new(100);
+        let mut a = DoorMemory::new(60, pool.clone());
+        let mut b = DoorMemory::new(60, pool.clone());
+        assert!(a.memory_growing(0, 50, None).unwrap());
+        assert!(!a.memory_growing(50, 61, None).unwrap());
+        assert_eq!(a.refused().get(), Some(&MemoryLimit::Instance(60)));
+        assert!(b.memory_growing(0, 40, None).unwrap());
+        assert!(!b.memory_growing(40, 51, None).unwrap());
+        assert_eq!(b.refused().get(), Some(&MemoryLimit::Shared(100)));
+        assert_eq!(pool.free(), 10);
+        drop(a);
+        assert_eq!(pool.free(), 60);
+        assert!(b.memory_growing(40, 60, None).unwrap());
+        drop(b);
+        assert_eq!(pool.free(), 100);
+    }
+}
