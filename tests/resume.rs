@@ -430,3 +430,78 @@ fn a_state_directory_serves_one_door_at_a_time() {
     assert_eq!(door.session_id(), session);
     assert_eq!(door.get_task(None, &id(&task))["id"], task["id"]);
 }
+
+// "Task states", and the promise of `--resume` in the README: under load,
+// every task acknowledged to a client before a crash (SIGKILL mid-work)
+// answers GetTask after the resume: completed as it was, or failed by the
+// restart if it was live. Nothing acknowledged is lost.
+#[test]
+fn every_acknowledged_task_survives_a_crash_under_load() {
+    use std::sync::{Arc, Mutex};
+    let door = Door::start(QUEUE);
+    let addr = door.addr.clone();
+    let acknowledged: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let senders: Vec<_> = (0..4)
+        .map(|worker| {
+            let (addr, acknowledged, stop) = (addr.clone(), acknowledged.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    // Some complete at once, some sleep past the crash.
+                    let text = if n % 3 == 0 {
+                        "sleep 50\nreply late"
+                    } else {
+                        "reply now"
+                    };
+                    let body = json!({"jsonrpc": "2.0", "id": n, "method": "SendMessage",
+                        "params": {"configuration": {"returnImmediately": worker % 2 == 0},
+                            "message": {"messageId": format!("m{worker}-{n}"), "role": "ROLE_USER",
+                                "parts": [{"text": text}]}}});
+                    let Ok(reply) =
+                        std::panic::catch_unwind(|| common::post(&addr, &body.to_string()))
+                    else {
+                        break;
+                    };
+                    if let Some(task) = reply.json().pointer("/result/task") {
+                        let state = task["status"]["state"].as_str().unwrap().to_string();
+                        acknowledged.lock().unwrap().push((id(task), state));
+                    }
+                }
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    while acknowledged.lock().unwrap().len() < 150 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let door = door.restart(&["--resume"]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for sender in senders {
+        let _ = sender.join();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(
+        acknowledged.len() >= 150,
+        "{} acknowledged",
+        acknowledged.len()
+    );
+    let (mut completed, mut failed) = (0, 0);
+    for (task_id, state) in &acknowledged {
+        let task = door.get_task(None, task_id);
+        match task["status"]["state"].as_str().unwrap() {
+            "TASK_STATE_COMPLETED" => completed += 1,
+            "TASK_STATE_FAILED" => {
+                assert_ne!(state, "TASK_STATE_COMPLETED", "{task}");
+                assert_eq!(task["status"]["message"]["parts"][0]["text"], RESTARTED);
+                failed += 1;
+            }
+            other => panic!("{task_id} acknowledged {state}, resumed {other}: {task}"),
+        }
+    }
+    println!(
+        "{} acknowledged before the crash: {completed} completed, {failed} failed by the restart",
+        acknowledged.len()
+    );
+}
