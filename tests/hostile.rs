@@ -208,7 +208,7 @@ fn stalled_connections_do_not_starve_new_clients() {
     let state = TempDir::new("hostile");
     let manifest = state.path().join("murmur.yaml");
     std::fs::write(&manifest, MANIFEST).unwrap();
-    let door = Door::launch_open_files(&manifest, state, &[], (64, 400));
+    let door = Door::launch_limited(&manifest, state, &[], &[(libc::RLIMIT_NOFILE, 64, 400)]);
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", door.pid())).unwrap();
     let open_files = limits
         .lines()
@@ -506,4 +506,95 @@ fn the_largest_parts_the_defaults_admit_are_served() {
         reply.json(),
         json!({"error": "payload_too_large", "message": "serving this request needs more than the 128 MiB of memory a door instance has (--max-memory-mb)"})
     );
+}
+
+// Item 11, "Errors": a store that cannot write (here its files reach the
+// file-size limit, as on a full disk) refuses new work with -32603 and a
+// clear message, and a stop it cannot record likewise; tasks acknowledged
+// before are still answered; once there is room again, the tasks whose end
+// could not be recorded end, and the session resumes intact.
+#[test]
+fn a_full_disk_refuses_cleanly_and_loses_nothing() {
+    let state = TempDir::new("hostile");
+    let manifest = state.path().join("murmur.yaml");
+    std::fs::write(&manifest, PUBLIC).unwrap();
+    // Below the write-ahead log's checkpoint (1,000 pages, 4 MB), so the
+    // log only grows.
+    let limit = 2 << 20;
+    let door = Door::launch_limited(
+        &manifest,
+        state,
+        &[],
+        &[(libc::RLIMIT_FSIZE, limit, libc::RLIM_INFINITY)],
+    );
+    let send = |text: &str, immediately: bool| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"configuration": {"returnImmediately": immediately},
+                "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}});
+        door.rpc(&body.to_string(), &[]).json()
+    };
+    let rpc = |method: &str, params: serde_json::Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params});
+        door.rpc(&body.to_string(), &[]).json()
+    };
+    let early = send("reply early", false);
+    assert_eq!(
+        early["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let early = early["result"]["task"].clone();
+    // Fill the files: each task writes its 300 KB response into the
+    // write-ahead log.
+    let big = "y".repeat(300_000);
+    let mut filling = Vec::new();
+    let refused = loop {
+        let answer = send(&big, true);
+        if answer.get("error").is_some() {
+            break answer;
+        }
+        filling.push(answer["result"]["task"]["id"].as_str().unwrap().to_string());
+        assert!(filling.len() < 50, "the store never filled up");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    println!("{} tasks taken before the store filled up", filling.len());
+    assert_eq!(
+        refused,
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603,
+            "message": "Internal error: the session could not take this request: the task store failed: disk I/O error"}})
+    );
+    // The last tasks taken are live (one retrying its end, the rest
+    // queued): a stop cannot record their cancel, and says so.
+    let stopped = rpc("murmur.StopSession", json!({}));
+    assert_eq!(stopped["error"]["code"], -32603, "{stopped}");
+    assert!(
+        stopped["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Internal error: the session could not record the stop: the store could not record the cancel of tsk_"),
+        "{stopped}"
+    );
+    // What was acknowledged is still answered, as it was.
+    assert_eq!(rpc("GetTask", json!({"id": early["id"]}))["result"], early);
+    // Room again: the stop goes through, new work is taken.
+    door.set_limit(libc::RLIMIT_FSIZE, libc::RLIM_INFINITY, libc::RLIM_INFINITY);
+    let stopped = rpc("murmur.StopSession", json!({}));
+    assert!(stopped["result"]["canceled"].is_array(), "{stopped}");
+    for id in &filling {
+        let task = door.wait_task(None, id, |t| {
+            ["TASK_STATE_COMPLETED", "TASK_STATE_CANCELED"]
+                .contains(&t["status"]["state"].as_str().unwrap())
+        });
+        assert_eq!(task["id"], id.as_str());
+    }
+    let after = send("reply after", false);
+    assert_eq!(
+        after["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    // And the files are whole: a resume answers every task as before.
+    let listed = rpc("ListTasks", json!({"includeArtifacts": true}));
+    assert_eq!(listed["result"]["totalSize"], filling.len() + 2);
+    let door = door.restart(&["--resume"]);
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {"includeArtifacts": true}});
+    assert_eq!(door.rpc(&body.to_string(), &[]).json(), listed);
 }

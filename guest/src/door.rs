@@ -313,7 +313,11 @@ fn serve<I: Imports>(
         Method::ListTasks => task_methods::list_tasks(imports, params, caller)?,
         Method::GetExtendedAgentCard => card::card(capsule, CardKind::Extended),
         Method::StopSession => {
-            let report = imports.stop();
+            let report = imports.stop().map_err(|why| {
+                RpcError::internal(format!(
+                    "Internal error: the session could not record the stop: {why}"
+                ))
+            })?;
             let result = json!({
                 "canceled": report.canceled,
                 "residue": report.residue.iter().map(residue_item).collect::<Vec<_>>(),

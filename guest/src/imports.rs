@@ -12,8 +12,9 @@ pub trait Imports {
     fn capsule(&self) -> Capsule;
     /// `tokens.verify`: what a presented token grants, if this session minted it.
     fn verify(&self, token: &str) -> Option<Grant>;
-    /// `session.stop`: murmur.StopSession.
-    fn stop(&self) -> StopReport;
+    /// `session.stop`: murmur.StopSession; an error says why the store
+    /// could not record every cancel.
+    fn stop(&self) -> Result<StopReport, String>;
     /// `session.awaits-delegation`: whether a task waits for this delegation.
     fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal>;
     /// `session.deliver-completion`: the waiting task's context id.
@@ -38,7 +39,7 @@ pub trait Imports {
     /// `task-store.cancel`.
     fn cancel(&self, caller: &Caller, task_id: &str) -> Result<Task, TaskError>;
     /// `task-store.list`.
-    fn list(&self, caller: &Caller, query: &ListQuery) -> Page;
+    fn list(&self, caller: &Caller, query: &ListQuery) -> Result<Page, TaskError>;
     /// Blocks until the task settles or the door closes (`task-store.settled`,
     /// then the pollable's `block`).
     fn wait_settled(&self, caller: &Caller, task_id: &str) -> Result<(), TaskError>;

@@ -55,7 +55,9 @@ pub fn list_tasks(
     let page = if listing.matches_nothing {
         Page::default()
     } else {
-        imports.list(caller, &listing.query)
+        imports
+            .list(caller, &listing.query)
+            .map_err(|e| store_error(e, ""))?
     };
     Ok(listing::response(&page, &listing))
 }

@@ -205,12 +205,12 @@ impl Imports for Host {
         Some(Grant { credential, scopes })
     }
 
-    fn stop(&self) -> StopReport {
-        let report = session::stop();
-        StopReport {
+    fn stop(&self) -> Result<StopReport, String> {
+        let report = session::stop()?;
+        Ok(StopReport {
             canceled: report.canceled,
             residue: report.residue.into_iter().map(residue_item).collect(),
-        }
+        })
     }
 
     fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal> {
@@ -276,7 +276,7 @@ impl Imports for Host {
             .map_err(task_error)
     }
 
-    fn list(&self, who: &Caller, query: &ListQuery) -> Page {
+    fn list(&self, who: &Caller, query: &ListQuery) -> Result<Page, TaskError> {
         let query = store::ListQuery {
             context_id: query.context_id.clone(),
             state: query.state.map(to_store_state),
@@ -287,15 +287,15 @@ impl Imports for Host {
             }),
             limit: query.limit,
         };
-        let page = store::list(&caller(who), &query);
-        Page {
+        let page = store::list(&caller(who), &query).map_err(task_error)?;
+        Ok(Page {
             tasks: page.tasks.into_iter().map(from_store).collect(),
             next: page.next.map(|c| Cursor {
                 change: c.change,
                 task_id: c.task_id,
             }),
             total: page.total,
-        }
+        })
     }
 
     fn wait_settled(&self, who: &Caller, task_id: &str) -> Result<(), TaskError> {

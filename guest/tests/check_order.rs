@@ -132,3 +132,28 @@ fn json_answers_carry_their_length() {
         Some(response.body.len().to_string().as_str())
     );
 }
+
+// "Errors": -32603 is for a request the door accepted and could not complete.
+// A store that fails is answered so, never as an empty page or an empty
+// stop report.
+#[test]
+fn a_failing_store_is_answered_32603() {
+    let fake = Fake::new(false);
+    *fake.failing.borrow_mut() = Some("disk I/O error".into());
+    let list = handle(&fake, &post(&[]), || {
+        br#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#.to_vec()
+    });
+    assert_eq!(
+        body_of(&list),
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603,
+            "message": "Internal error: the session could not take this request: disk I/O error"}})
+    );
+    let stop = handle(&fake, &post(&[]), || {
+        br#"{"jsonrpc":"2.0","id":2,"method":"murmur.StopSession","params":{}}"#.to_vec()
+    });
+    assert_eq!(
+        body_of(&stop),
+        json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32603,
+            "message": "Internal error: the session could not record the stop: disk I/O error"}})
+    );
+}

@@ -144,8 +144,8 @@ impl murmur_door_guest::Imports for Native {
     fn verify(&self, _token: &str) -> Option<guest::Grant> {
         None
     }
-    fn stop(&self) -> guest::StopReport {
-        guest::StopReport::default()
+    fn stop(&self) -> Result<guest::StopReport, String> {
+        Ok(guest::StopReport::default())
     }
     fn awaits_delegation(&self, _id: &str) -> Result<(), guest::CompletionRefusal> {
         Err(guest::CompletionRefusal::NotAwaited)
@@ -177,8 +177,12 @@ impl murmur_door_guest::Imports for Native {
     fn cancel(&self, _: &guest::Caller, _: &str) -> Result<guest::Task, guest::TaskError> {
         Err(no_store())
     }
-    fn list(&self, _: &guest::Caller, _: &guest::ListQuery) -> guest::Page {
-        guest::Page::default()
+    fn list(
+        &self,
+        _: &guest::Caller,
+        _: &guest::ListQuery,
+    ) -> Result<guest::Page, guest::TaskError> {
+        Ok(guest::Page::default())
     }
     fn wait_settled(&self, _: &guest::Caller, _: &str) -> Result<(), guest::TaskError> {
         Err(no_store())

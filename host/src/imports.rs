@@ -140,7 +140,7 @@ impl session::Host for RequestState {
 
     /// murmur.StopSession: every live task canceled, and what the session
     /// still runs.
-    fn stop(&mut self) -> session::StopReport {
+    fn stop(&mut self) -> Result<session::StopReport, String> {
         self.changed.store(true, Ordering::Relaxed);
         self.session.tasks.stop()
     }
@@ -221,15 +221,8 @@ impl task_store::Host for RequestState {
         &mut self,
         caller: task_store::Caller,
         query: task_store::ListQuery,
-    ) -> task_store::Page {
-        self.session
-            .tasks
-            .list(&caller, &query)
-            .unwrap_or(task_store::Page {
-                tasks: Vec::new(),
-                next: None,
-                total: 0,
-            })
+    ) -> Result<task_store::Page, task_store::TaskError> {
+        self.session.tasks.list(&caller, &query)
     }
 
     fn settled(

@@ -107,30 +107,45 @@ impl Door {
         Door::spawn(command, manifest, state)
     }
 
-    /// Launches with the open-files limit set to `soft` and `hard` first,
-    /// as a shell's `ulimit -n` would.
-    pub fn launch_open_files(
+    /// Launches with resource limits set first, as a shell's `ulimit` would:
+    /// each `(resource, soft, hard)`, such as `libc::RLIMIT_NOFILE`.
+    pub fn launch_limited(
         manifest: &Path,
         state: tempdir::TempDir,
         extra: &[&str],
-        (soft, hard): (u64, u64),
+        limits: &[(libc::__rlimit_resource_t, u64, u64)],
     ) -> Door {
         use std::os::unix::process::CommandExt;
         let mut command = Door::command(manifest, &state, extra, "info");
+        let limits = limits.to_vec();
         // SAFETY: setrlimit is async-signal-safe and touches only the child.
         unsafe {
             command.pre_exec(move || {
-                let limit = libc::rlimit {
-                    rlim_cur: soft,
-                    rlim_max: hard,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
+                for &(resource, soft, hard) in &limits {
+                    let limit = libc::rlimit {
+                        rlim_cur: soft,
+                        rlim_max: hard,
+                    };
+                    if libc::setrlimit(resource, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
         }
         Door::spawn(command, manifest, state)
+    }
+
+    /// Sets a resource limit of the running door (prlimit).
+    pub fn set_limit(&self, resource: libc::__rlimit_resource_t, soft: u64, hard: u64) {
+        let limit = libc::rlimit {
+            rlim_cur: soft,
+            rlim_max: hard,
+        };
+        // SAFETY: prlimit on our own child, with a valid rlimit.
+        let set =
+            unsafe { libc::prlimit(self.pid() as i32, resource, &limit, std::ptr::null_mut()) };
+        assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
     }
 
     fn command(manifest: &Path, state: &tempdir::TempDir, extra: &[&str], level: &str) -> Command {

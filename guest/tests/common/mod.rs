@@ -34,6 +34,8 @@ pub struct FakeHost {
     pub opened: RefCell<Vec<(Option<String>, Option<u64>)>>,
     /// Waits that time out (a heartbeat each) before the log is read.
     pub idle_waits: Cell<u32>,
+    /// The store fails, saying this: list and stop answer it as an error.
+    pub failing: RefCell<Option<String>>,
     next: Cell<u64>,
 }
 
@@ -68,6 +70,7 @@ impl FakeHost {
             waits: Cell::new(0),
             settles_as: Cell::new(TaskState::Completed),
             busy: Cell::new(false),
+            failing: RefCell::new(None),
             log: RefCell::default(),
             opened: RefCell::default(),
             idle_waits: Cell::new(0),
@@ -160,9 +163,12 @@ impl Imports for FakeHost {
         }
     }
 
-    fn stop(&self) -> StopReport {
+    fn stop(&self) -> Result<StopReport, String> {
+        if let Some(why) = self.failing.borrow().clone() {
+            return Err(why);
+        }
         self.stops.set(self.stops.get() + 1);
-        StopReport::default()
+        Ok(StopReport::default())
     }
 
     fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal> {
@@ -242,7 +248,10 @@ impl Imports for FakeHost {
         self.find(caller, task_id)
     }
 
-    fn list(&self, caller: &Caller, query: &ListQuery) -> Page {
+    fn list(&self, caller: &Caller, query: &ListQuery) -> Result<Page, TaskError> {
+        if let Some(why) = self.failing.borrow().clone() {
+            return Err(TaskError::Unavailable(why));
+        }
         let mut seen: Vec<Task> = self
             .tasks
             .borrow()
@@ -253,11 +262,11 @@ impl Imports for FakeHost {
             .collect();
         seen.sort_by_key(|t| std::cmp::Reverse(t.change));
         let total = seen.len() as u32;
-        Page {
+        Ok(Page {
             tasks: seen.into_iter().take(query.limit as usize).collect(),
             next: None,
             total,
-        }
+        })
     }
 
     type Reader = RefCell<VecDeque<Delivery>>;

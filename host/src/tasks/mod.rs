@@ -22,7 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{oneshot, watch};
 use tokio::task::AbortHandle;
@@ -38,6 +38,9 @@ pub use crate::imports::task_store::{
 pub use crate::imports::token_types::Credential;
 use events::{EventBody, EventLog, FrameKind, Reader};
 use store::{NewRecord, Owner, Sees, Store, Transition};
+
+/// How often an ending the store refused is tried again.
+const END_RETRY: Duration = Duration::from_secs(1);
 
 /// Who is asking: `None` is a caller of a public door.
 pub type Caller = Option<Credential>;
@@ -346,8 +349,38 @@ impl Hub {
         let now = now_ms();
         to.running_commands = running_commands(&live.detached, id, now);
         if let Err(e) = self.end(&mut live, id, &to, now) {
-            tracing::error!(task = %id, error = %e, "recording a task's end failed");
+            tracing::error!(task = %id, error = %e, "recording a task's end failed; retrying each second");
+            drop(live);
+            self.retry_end(id.to_string(), to);
+            return;
         }
+        self.launch_next(live);
+    }
+
+    /// Keeps trying to record an ending the store refused (a full disk),
+    /// once a second while the task is live and the session open: the task
+    /// ends once there is room, and the requests waiting for it are answered
+    /// then. Until it does, it stays live and holds its capacity.
+    fn retry_end(self: &Arc<Self>, id: String, to: Transition) {
+        let hub = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(END_RETRY).await;
+                let mut live = hub.lock();
+                if !live.tasks.contains_key(&id) || hub.closing() {
+                    return;
+                }
+                if hub.end(&mut live, &id, &to, now_ms()).is_ok() {
+                    tracing::info!(task = %id, "a task's end recorded after a retry");
+                    hub.launch_next(live);
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Starts the next queued task, if nothing runs.
+    fn launch_next(self: &Arc<Self>, mut live: MutexGuard<'_, Live>) {
         let next = self.next_queued(&mut live);
         drop(live);
         if let Some(input) = next {
@@ -513,20 +546,30 @@ impl Hub {
     }
 
     /// murmur.StopSession: cancels every live task and reports the sorted
-    /// ids and what the session still runs. Does not close the session.
-    pub fn stop(self: &Arc<Self>) -> StopReport {
+    /// ids and what the session still runs. Does not close the session. An
+    /// error names the tasks whose cancel the store could not record: they
+    /// stay as they were, and a later stop may cancel them.
+    pub fn stop(self: &Arc<Self>) -> Result<StopReport, String> {
         let mut live = self.lock();
         let mut canceled: Vec<String> = live.tasks.keys().cloned().collect();
         canceled.sort();
         let residue = residue(&live.detached);
         let now = now_ms();
+        let mut failed = Vec::new();
         for id in &canceled {
             if let Err(e) = self.cancel_locked(&mut live, id, residue.clone(), now) {
                 tracing::error!(task = %id, error = %e, "recording a stopped task failed");
+                failed.push(format!("{id} ({e})"));
             }
         }
+        if !failed.is_empty() {
+            return Err(format!(
+                "the store could not record the cancel of {}",
+                failed.join(", ")
+            ));
+        }
         live.queue.clear();
-        StopReport { canceled, residue }
+        Ok(StopReport { canceled, residue })
     }
 
     /// Whether a live task awaits `delegation_id`.

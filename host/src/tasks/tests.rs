@@ -227,7 +227,7 @@ async fn stop_cancels_every_live_task_sorted() {
         ids.push(hub.start(new_task(declared("someone"), text)).unwrap().id);
     }
     until(&hub, &ids[0], TaskState::Working).await;
-    let report = hub.stop();
+    let report = hub.stop().unwrap();
     let mut expected = ids.clone();
     expected.sort();
     assert_eq!(report.canceled, expected);
@@ -237,7 +237,7 @@ async fn stop_cancels_every_live_task_sorted() {
     }
     assert_eq!(state(&hub, &done.id), TaskState::Completed);
     // Nothing is live any more; the session is not closed.
-    assert_eq!(hub.stop().canceled, Vec::<String>::new());
+    assert_eq!(hub.stop().unwrap().canceled, Vec::<String>::new());
     assert!(!hub.closing());
     let after = hub.start(new_task(None, "reply z")).unwrap();
     assert_eq!(settle(&hub, &after.id).await.response.as_deref(), Some("z"));
@@ -419,7 +419,7 @@ async fn detached_commands_outlive_their_task_until_the_session_ends() {
         canceled.metadata.running_commands.is_empty(),
         "it started none"
     );
-    assert_eq!(hub.stop().residue, residue);
+    assert_eq!(hub.stop().unwrap().residue, residue);
 
     // The session's end kills them.
     let pgids: Vec<i32> = hub.lock().detached.iter().map(|d| d.pgid).collect();
