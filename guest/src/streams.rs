@@ -212,7 +212,7 @@ pub fn pump<I: Imports>(
     sink: &mut dyn FnMut(&[u8]) -> bool,
 ) {
     for opening in &stream.opening {
-        if !sink(&sse(None, &stream.id, opening)) {
+        if !sse_to(sink, None, &stream.id, opening) {
             return;
         }
     }
@@ -227,11 +227,14 @@ pub fn pump<I: Imports>(
             }
             Next::Delivery(delivery) => delivery,
         };
-        let (written, ends) = match &delivery {
-            Delivery::Event(event) => (
-                render(imports, event, stream.frames).map(|r| sse(Some(event.id), &stream.id, &r)),
-                ends(&stream.follow, event),
-            ),
+        let (written, ends) = match delivery {
+            Delivery::Event(event) => {
+                let (id, ends) = (event.id, ends(&stream.follow, &event));
+                (
+                    render(imports, event, stream.frames).map(|r| (Some(id), r)),
+                    ends,
+                )
+            }
             Delivery::Gap(after, through) | Delivery::Lagged(after, through) => {
                 let kind = if matches!(delivery, Delivery::Gap(..)) {
                     "gap"
@@ -245,7 +248,7 @@ pub fn pump<I: Imports>(
                         kind,
                         json!({"frame": kind, "after": after, "through": through}),
                     );
-                    sse(None, &stream.id, &json!({"message": message}))
+                    (None, json!({"message": message}))
                 });
                 (frame, false)
             }
@@ -257,12 +260,13 @@ pub fn pump<I: Imports>(
                         "capsule-closed",
                         json!({"frame": "capsule-closed"}),
                     );
-                    sse(None, &stream.id, &json!({"message": message}))
+                    (None, json!({"message": message}))
                 });
                 (frame, true)
             }
         };
-        if written.is_some_and(|bytes| !sink(&bytes)) || ends {
+        let left = written.is_some_and(|(id, result)| !sse_to(sink, id, &stream.id, &result));
+        if left || ends {
             return;
         }
     }
@@ -281,16 +285,16 @@ fn ends(follow: &Follow, event: &Event) -> bool {
     }
 }
 
-/// An event as a StreamResponse; None for a frame when frames are off.
-fn render<I: Imports>(imports: &I, event: &Event, frames: bool) -> Option<Value> {
-    match &event.body {
+/// An event as a StreamResponse; None for a frame when frames are off. Its
+/// texts are moved in, not copied: a stream holds one copy of an event.
+fn render<I: Imports>(imports: &I, event: Event, frames: bool) -> Option<Value> {
+    match event.body {
         EventBody::Status { status, message_id } => {
             let mut out = Map::new();
             out.insert("state".into(), json!(status.state.wire()));
-            if let Some(text) = &status.message {
-                let message_id = message_id
-                    .clone()
-                    .unwrap_or_else(|| format!("msg_{}_status", event.task_id));
+            if let Some(text) = status.message {
+                let message_id =
+                    message_id.unwrap_or_else(|| format!("msg_{}_status", event.task_id));
                 out.insert(
                     "message".into(),
                     json!({
@@ -316,29 +320,27 @@ fn render<I: Imports>(imports: &I, event: &Event, frames: bool) -> Option<Value>
             residue,
         } => {
             let artifact = if artifact_id == "residue" {
-                task::residue_artifact(residue)
+                task::residue_artifact(&residue)
             } else {
-                task::text_artifact(artifact_id, text.as_deref().unwrap_or_default())
+                task::text_artifact(&artifact_id, text.unwrap_or_default())
             };
             Some(
                 json!({"artifactUpdate": {"taskId": event.task_id, "contextId": event.context_id, "artifact": artifact}}),
             )
         }
         EventBody::Frame { kind, body } => frames.then(|| {
+            // A text frame's text is its message's part, and a field of
+            // its metadata too.
+            let text = match body.get("text").and_then(Value::as_str) {
+                Some(text) if kind == "text" => text.to_string(),
+                _ => kind.clone(),
+            };
             let mut fields = Map::new();
             fields.insert("frame".into(), json!(kind));
-            if let Some(body) = body.as_object() {
-                fields.extend(
-                    body.iter()
-                        .filter(|(k, _)| *k != "frame")
-                        .map(|(k, v)| (k.clone(), v.clone())),
-                );
+            if let Value::Object(body) = body {
+                fields.extend(body.into_iter().filter(|(k, _)| k != "frame"));
             }
-            let text = body
-                .get("text")
-                .and_then(Value::as_str)
-                .filter(|_| kind == "text")
-                .unwrap_or(kind);
+            let event = (&event.task_id, &event.context_id);
             json!({"message": frame_message(imports, Some(event), text, Value::Object(fields))})
         }),
     }
@@ -348,15 +350,15 @@ fn render<I: Imports>(imports: &I, event: &Event, frames: bool) -> Option<Value>
 /// metadata under the stream extension's URI.
 fn frame_message<I: Imports>(
     imports: &I,
-    event: Option<&Event>,
-    text: &str,
+    event: Option<(&String, &String)>,
+    text: impl Into<String>,
     fields: Value,
 ) -> Value {
     let mut message = Map::new();
     message.insert("messageId".into(), json!(imports.new_message_id()));
-    if let Some(event) = event {
-        message.insert("contextId".into(), json!(event.context_id));
-        message.insert("taskId".into(), json!(event.task_id));
+    if let Some((task_id, context_id)) = event {
+        message.insert("contextId".into(), json!(context_id));
+        message.insert("taskId".into(), json!(task_id));
     }
     message.insert("role".into(), json!("ROLE_AGENT"));
     message.insert("parts".into(), json!([stream_text(text)]));
@@ -366,21 +368,83 @@ fn frame_message<I: Imports>(
 
 /// A text part as the streams write it (the reference's stream examples put
 /// mediaType first).
-fn stream_text(text: &str) -> Value {
-    json!({"mediaType": "text/plain", "text": text})
+fn stream_text(text: impl Into<String>) -> Value {
+    let mut part = Map::new();
+    part.insert("mediaType".into(), json!("text/plain"));
+    part.insert("text".into(), Value::String(text.into()));
+    Value::Object(part)
 }
 
-/// One SSE event: `id: N` when numbered, then one JSON-RPC response. The
-/// envelope is written around the serialized result (no copy of it).
+/// One SSE event as bytes (see [`sse_to`]).
 pub fn sse(event_id: Option<u64>, request_id: &Id, result: &Value) -> Vec<u8> {
-    let mut out = String::with_capacity(256);
-    if let Some(event_id) = event_id {
-        out.push_str(&format!("id: {event_id}\n"));
+    let mut out = Vec::new();
+    sse_to(
+        &mut |bytes: &[u8]| {
+            out.extend_from_slice(bytes);
+            true
+        },
+        event_id,
+        request_id,
+        result,
+    );
+    out
+}
+
+/// Bytes an event is written in: the event is serialized straight into the
+/// body this many bytes at a time, never held whole as text.
+const CHUNK: usize = 4096;
+
+/// Writes one SSE event to `sink`: `id: N` when numbered, then one JSON-RPC
+/// response around `result`, serialized as it is written. False once the
+/// client has left.
+pub fn sse_to(
+    sink: &mut dyn FnMut(&[u8]) -> bool,
+    event_id: Option<u64>,
+    request_id: &Id,
+    result: &Value,
+) -> bool {
+    use std::io::Write;
+    let mut out = Chunked {
+        sink,
+        buffer: Vec::with_capacity(CHUNK),
+    };
+    let mut write = || -> std::io::Result<()> {
+        if let Some(event_id) = event_id {
+            writeln!(out, "id: {event_id}")?;
+        }
+        write!(
+            out,
+            r#"data: {{"jsonrpc":"2.0","id":{request_id},"result":"#
+        )?;
+        serde_json::to_writer(&mut out, result)?;
+        out.write_all(b"}\n\n")?;
+        out.flush()
+    };
+    write().is_ok()
+}
+
+/// A writer that hands its bytes to a sink in chunks of [`CHUNK`].
+struct Chunked<'a> {
+    sink: &'a mut dyn FnMut(&[u8]) -> bool,
+    buffer: Vec<u8>,
+}
+
+impl std::io::Write for Chunked<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let room = CHUNK - self.buffer.len();
+        let taken = bytes.len().min(room);
+        self.buffer.extend_from_slice(&bytes[..taken]);
+        if self.buffer.len() == CHUNK {
+            self.flush()?;
+        }
+        Ok(taken)
     }
-    out.push_str(r#"data: {"jsonrpc":"2.0","id":"#);
-    out.push_str(&request_id.to_string());
-    out.push_str(r#","result":"#);
-    out.push_str(&result.to_string());
-    out.push_str("}\n\n");
-    out.into_bytes()
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.buffer.is_empty() && !(self.sink)(&self.buffer) {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        self.buffer.clear();
+        Ok(())
+    }
 }

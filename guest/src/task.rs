@@ -71,9 +71,13 @@ pub fn status_message(task: &Task, text: &str) -> Value {
     })
 }
 
-/// Every text part the door writes has mediaType text/plain.
-pub fn text_part(text: &str) -> Value {
-    json!({"text": text, "mediaType": "text/plain"})
+/// Every text part the door writes has mediaType text/plain. An owned text
+/// is moved in, not copied.
+pub fn text_part(text: impl Into<String>) -> Value {
+    let mut part = Map::new();
+    part.insert("text".into(), Value::String(text.into()));
+    part.insert("mediaType".into(), json!("text/plain"));
+    Value::Object(part)
 }
 
 /// response on a completed task, prompt on a waiting one, residue when the
@@ -93,8 +97,12 @@ fn artifact_list(task: &Task) -> Vec<Value> {
 }
 
 /// An artifact of one text part; its id is its name.
-pub fn text_artifact(id: &str, text: &str) -> Value {
-    json!({"artifactId": id, "name": id, "parts": [text_part(text)]})
+pub fn text_artifact(id: &str, text: impl Into<String>) -> Value {
+    let mut artifact = Map::new();
+    artifact.insert("artifactId".into(), json!(id));
+    artifact.insert("name".into(), json!(id));
+    artifact.insert("parts".into(), Value::Array(vec![text_part(text)]));
+    Value::Object(artifact)
 }
 
 /// The residue artifact: one data part per item.

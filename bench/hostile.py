@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Hostile clients at full size, against the release binary: what each makes
+the host hold (RSS), and how promptly a well-behaved client is answered
+meanwhile. `tests/hostile.rs` runs the same clients scaled down.
+
+    cargo build --release && python3 bench/hostile.py [SCENARIO...]
+
+Scenarios: slow-bodies, stalled-connections, unread-streams, replay,
+one-credential, half-close (all when none is named). Standard library only.
+"""
+
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, "target", "release", "murmur-door")
+
+AUTHENTICATED = """name: hostile
+version: 0.1.0
+lifecycle: {task_acceptance: queue}
+network:
+  authentication:
+    scheme: bearer
+    credentials:
+      watcher: {scopes: [GetTask, ListTasks, murmur.WatchSession]}
+"""
+PUBLIC = "name: hostile\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n"
+
+
+class Door:
+    def __init__(self, manifest, flags=(), open_files=None):
+        self.dir = tempfile.mkdtemp(prefix="murmur-hostile-")
+        path = os.path.join(self.dir, "murmur.yaml")
+        with open(path, "w") as f:
+            f.write(manifest)
+
+        def limit():
+            if open_files:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+        self.log = open(os.path.join(self.dir, "log"), "w+")
+        self.process = subprocess.Popen(
+            [BINARY, "serve", path, "--listen", "127.0.0.1:0", "--state", os.path.join(self.dir, "state"), *flags],
+            stderr=self.log, stdout=subprocess.DEVNULL, preexec_fn=limit,
+        )
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            self.log.seek(0)
+            for line in self.log:
+                if "url=http://" in line:
+                    self.addr = line.split("url=http://")[1].strip()
+                    host, port = self.addr.split(":")
+                    self.host, self.port = host, int(port)
+                    with open(os.path.join(self.dir, "state", "tokens.json")) as f:
+                        self.tokens = json.load(f)
+                    return
+            time.sleep(0.05)
+        raise RuntimeError("the door did not start")
+
+    def rss_mb(self):
+        with open(f"/proc/{self.process.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0
+
+    def connect(self):
+        s = socket.create_connection((self.host, self.port))
+        s.settimeout(30)
+        return s
+
+    def request(self, method, path, headers=(), body=b""):
+        s = self.connect()
+        head = f"{method} {path} HTTP/1.1\r\nhost: {self.addr}\r\nconnection: close\r\n"
+        for name, value in headers:
+            head += f"{name}: {value}\r\n"
+        if body or method == "POST":
+            head += f"content-length: {len(body)}\r\n"
+        s.sendall(head.encode() + b"\r\n" + body)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        return int(head.split()[1]), body
+
+    def rpc(self, body, token=None, extra=()):
+        headers = [("content-type", "application/json"), ("a2a-version", "1.0"), *extra]
+        if token:
+            headers.append(("authorization", f"Bearer {token}"))
+        return self.request("POST", "/", headers, json.dumps(body).encode())
+
+    def well_behaved(self, token=None):
+        """Milliseconds for the card and a GetTask, each."""
+        started = time.time()
+        card, _ = self.request("GET", "/.well-known/agent-card.json")
+        card_ms = (time.time() - started) * 1000
+        started = time.time()
+        get, _ = self.rpc({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                           "params": {"id": "tsk_00000000000000000000000000000000"}}, token)
+        return card, round(card_ms, 1), get, round((time.time() - started) * 1000, 1)
+
+    def stop(self):
+        self.process.kill()
+        self.process.wait()
+
+
+def post_head(door, length, token=None):
+    auth = f"authorization: Bearer {token}\r\n" if token else ""
+    return (f"POST / HTTP/1.1\r\nhost: {door.addr}\r\ncontent-type: application/json\r\n"
+            f"A2A-Version: 1.0\r\n{auth}content-length: {length}\r\n\r\n").encode()
+
+
+def send(text, immediately=False):
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"configuration": {"returnImmediately": immediately},
+                       "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}}
+
+
+def slow_bodies():
+    """50 tokenless connections declaring 16 MB bodies, a byte every 2 ms for 5 s."""
+    door = Door(AUTHENTICATED)
+    before = door.rss_mb()
+    socks = []
+    for _ in range(50):
+        s = door.connect()
+        s.sendall(post_head(door, 16_000_000))
+        socks.append(s)
+    peak, answered = before, 0
+    end = time.time() + 5
+    while time.time() < end:
+        for s in socks:
+            try:
+                s.send(b" ")
+            except OSError:
+                pass
+        peak = max(peak, door.rss_mb())
+        time.sleep(0.002)
+    for s in socks:
+        try:
+            s.settimeout(1)
+            if s.recv(64).startswith(b"HTTP/1.1 401"):
+                answered += 1
+        except OSError:
+            pass
+        s.close()
+    time.sleep(0.5)
+    print(f"slow-bodies: 50 tokenless 16 MB bodies, 5 s: {answered} answered 401; "
+          f"RSS {before:.0f} -> peak {peak:.0f} -> {door.rss_mb():.0f} MB after they left")
+    door.stop()
+
+
+def stalled_connections():
+    """1,074 connections sending a head and `{`, with ulimit -n 1024."""
+    door = Door(AUTHENTICATED, open_files=1024)
+    socks = []
+    for _ in range(1074):
+        try:
+            s = door.connect()
+            s.sendall(post_head(door, 1000) + b"{")
+            socks.append(s)
+        except OSError:
+            pass
+    time.sleep(0.5)
+    times = [door.well_behaved(door.tokens["operator"]) for _ in range(10)]
+    worst_card = max(t[1] for t in times)
+    worst_get = max(t[3] for t in times)
+    print(f"stalled-connections: {len(socks)} hostile connections open: card {set(t[0] for t in times)} "
+          f"within {worst_card} ms, GetTask {set(t[2] for t in times)} within {worst_get} ms; RSS {door.rss_mb():.0f} MB")
+    for s in socks:
+        s.close()
+    door.log.seek(0)
+    warnings = sum("accept failed" in line for line in door.log)
+    print(f"stalled-connections: {warnings} 'accept failed' lines logged")
+    door.stop()
+
+
+def open_watch(door, token=None, last_event_id=None):
+    body = json.dumps({"jsonrpc": "2.0", "id": "w", "method": "murmur.WatchSession", "params": {}}).encode()
+    s = door.connect()
+    head = post_head(door, len(body), token)
+    if last_event_id is not None:
+        head = head[:-2] + f"Last-Event-ID: {last_event_id}\r\n\r\n".encode()
+    s.sendall(head + body)
+    return s
+
+
+def unread_streams():
+    """50 WatchSession streams that never read, four tasks writing 1 MiB events."""
+    door = Door(PUBLIC)
+    before = door.rss_mb()
+    streams = [open_watch(door) for _ in range(50)]
+    time.sleep(0.5)
+    text = "x" * (1 << 20)
+    for _ in range(4):
+        door.rpc(send(text))
+    time.sleep(2)
+    held = door.rss_mb()
+    print(f"unread-streams: 50 unread streams, four 1 MiB events: RSS {before:.0f} -> {held:.0f} MB "
+          f"(+{(held - before) / 50:.1f} MB a stream)")
+    for s in streams:
+        s.close()
+    time.sleep(1.5)
+    print(f"unread-streams: after the streams closed: RSS {door.rss_mb():.0f} MB")
+    door.stop()
+
+
+def replay():
+    """40 echo tasks of 4 MiB, then one WatchSession replaying from the start."""
+    door = Door(PUBLIC)
+    before = door.rss_mb()
+    text = "x" * (4 << 20)
+    for _ in range(40):
+        door.rpc(send(text))
+    after = door.rss_mb()
+    s = open_watch(door, last_event_id=0)
+    received, started = 0, time.time()
+    s.settimeout(2)
+    try:
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            received += len(chunk)
+    except OSError:
+        pass
+    print(f"replay: 40 tasks of 4 MiB: RSS {before:.0f} -> {after:.0f} MB; "
+          f"a WatchSession from 0 replayed {received / 1048576:.0f} MiB")
+    door.stop()
+
+
+def one_credential():
+    """The watcher's token opens 2,000 WatchSession streams."""
+    door = Door(AUTHENTICATED)
+    watcher = door.tokens["watcher"]
+    outcomes, socks = {}, []
+    for _ in range(2000):
+        s = open_watch(door, watcher)
+        s.settimeout(5)
+        try:
+            status = s.recv(64).split()[1].decode()
+        except (OSError, IndexError):
+            status = "none"
+        outcomes[status] = outcomes.get(status, 0) + 1
+        socks.append(s)
+    card, card_ms, get, get_ms = door.well_behaved(door.tokens["operator"])
+    print(f"one-credential: 2,000 streams with one token: {outcomes}; meanwhile card {card} in {card_ms} ms, "
+          f"operator GetTask {get} in {get_ms} ms")
+    for s in socks:
+        s.close()
+    started = time.time()
+    while time.time() - started < 10:
+        s = open_watch(door, watcher)
+        s.settimeout(5)
+        ok = s.recv(64).startswith(b"HTTP/1.1 200")
+        s.close()
+        if ok:
+            break
+        time.sleep(0.05)
+    print(f"one-credential: instances free again {time.time() - started:.2f} s after the client left")
+    door.log.seek(0)
+    errors = sum(" ERROR " in line or "WARN" in line for line in door.log)
+    print(f"one-credential: {errors} warning and error lines logged")
+    door.stop()
+
+
+def half_close():
+    """30 SendMessage and 20 card requests, each followed by shutdown(SHUT_WR)."""
+    door = Door(PUBLIC)
+    answered = {"send": 0, "card": 0}
+    for kind, count in (("send", 30), ("card", 20)):
+        for _ in range(count):
+            s = door.connect()
+            if kind == "send":
+                body = json.dumps(send("reply done")).encode()
+                s.sendall(post_head(door, len(body)) + body)
+            else:
+                s.sendall(f"GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {door.addr}\r\n\r\n".encode())
+            s.shutdown(socket.SHUT_WR)
+            try:
+                if s.recv(64).startswith(b"HTTP/1.1 200"):
+                    answered[kind] += 1
+            except OSError:
+                pass
+            s.close()
+    print(f"half-close: {answered['send']}/30 SendMessage and {answered['card']}/20 card requests answered")
+    door.stop()
+
+
+SCENARIOS = {
+    "slow-bodies": slow_bodies,
+    "stalled-connections": stalled_connections,
+    "unread-streams": unread_streams,
+    "replay": replay,
+    "one-credential": one_credential,
+    "half-close": half_close,
+}
+
+if __name__ == "__main__":
+    resource.setrlimit(resource.RLIMIT_NOFILE, (8192, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    for name in sys.argv[1:] or SCENARIOS:
+        SCENARIOS[name]()
