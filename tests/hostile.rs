@@ -598,3 +598,48 @@ fn a_full_disk_refuses_cleanly_and_loses_nothing() {
     let body = json!({"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {"includeArtifacts": true}});
     assert_eq!(door.rpc(&body.to_string(), &[]).json(), listed);
 }
+
+// Item 3 ("murmur.WatchSession": a stream too slow for the buffer is told
+// how many events it lost): a stream's memory does not grow with copies of
+// the events it relays, and what a client that does not read can queue is
+// bounded: the door stops reading the log for it, and when it reads again
+// it is told it lagged.
+#[test]
+fn unread_streams_hold_one_event_and_then_lag() {
+    let door = start(PUBLIC, &["--replay-buffer", "8"]);
+    let watch = r#"{"jsonrpc":"2.0","id":"w","method":"murmur.WatchSession","params":{}}"#;
+    let before = door.rss_kib();
+    let mut streams: Vec<_> = (0..10).map(|_| door.open_stream(watch, &[])).collect();
+    // More than the sockets' buffers hold (a few MB on loopback), so the
+    // doors block on their writes.
+    let text = "x".repeat(1 << 20);
+    for _ in 0..16 {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}});
+        assert_eq!(
+            door.rpc(&body.to_string(), &[]).json()["result"]["task"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let held = door.rss_kib();
+    println!("10 unread streams, sixteen 1 MiB events: RSS {before} -> {held} KiB");
+    // Several copies of each event a stream relays came to 12 MB a stream.
+    assert!(held < before + 60 * 1024, "RSS {before} -> {held} KiB");
+    // The first stream reads again: what the buffer no longer holds is
+    // reported as lost, then the stream goes on.
+    let stream = &mut streams[0];
+    let mut lagged = None;
+    while let Some(event) = stream.next_within(Duration::from_secs(2)) {
+        let frame = &event.data["result"]["message"]["metadata"][STREAM];
+        if frame["frame"] == "lagged" {
+            lagged = Some(frame.clone());
+            break;
+        }
+    }
+    let lagged = lagged.expect("a lagged frame");
+    assert!(
+        lagged["through"].as_u64() > lagged["after"].as_u64(),
+        "{lagged}"
+    );
+}
