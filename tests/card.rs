@@ -345,3 +345,110 @@ fn every_launch_is_a_new_session() {
     let b = Door::start(PUBLIC);
     assert_ne!(session_id(&a), session_id(&b));
 }
+
+const CARD_PATH: &str = "/.well-known/agent-card.json";
+
+/// The card with `headers`.
+fn card_with(door: &Door, headers: &[(&str, &str)]) -> common::Reply {
+    door.request("GET", CARD_PATH, headers, b"")
+}
+
+/// The HTTP-date of a `ses_` id's second: a session id is a UUIDv7, whose
+/// first 48 bits are its start in milliseconds.
+fn started(session: &str) -> i64 {
+    i64::from_str_radix(&session[4..16], 16).unwrap() / 1000
+}
+
+fn parse_http_date(text: &str) -> i64 {
+    let format = time::format_description::parse_borrowed::<2>(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT",
+    )
+    .unwrap();
+    time::PrimitiveDateTime::parse(text, &format)
+        .unwrap()
+        .assume_utc()
+        .unix_timestamp()
+}
+
+// Issue 10, A2A §8.6.1 "Agent Card caching": the public card carries a
+// strong ETag derived from its bytes, Cache-Control with a max-age and
+// Last-Modified at the session's start; If-None-Match (any of a list, weak
+// or strong, or *) and If-Modified-Since are answered 304 with the same
+// headers and no body; anything else gets the whole card.
+#[test]
+fn the_public_card_caches() {
+    use sha2::Digest;
+    let door = Door::start(PUBLIC);
+    let first = card_with(&door, &[]);
+    assert_eq!(first.status, 200);
+    let digest = sha2::Sha256::digest(&first.body);
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let etag = format!("\"{hex}\"");
+    assert_eq!(first.header("etag"), Some(etag.as_str()));
+    assert_eq!(first.header("cache-control"), Some("public, max-age=300"));
+    let modified = first.header("last-modified").unwrap().to_string();
+    assert_eq!(parse_http_date(&modified), started(&session_id(&door)));
+    assert!(
+        modified.ends_with(" GMT") && modified.len() == 29,
+        "{modified}"
+    );
+    // Stable across requests.
+    let again = card_with(&door, &[]);
+    assert_eq!(
+        (again.header("etag"), &again.body),
+        (Some(etag.as_str()), &first.body)
+    );
+    // Matches: 304, the same headers, no body.
+    let weak = format!("W/{etag}");
+    let listed = format!("\"stale\", {etag}");
+    for (name, value) in [
+        ("if-none-match", etag.as_str()),
+        ("if-none-match", listed.as_str()),
+        ("if-none-match", weak.as_str()),
+        ("if-none-match", "*"),
+        ("if-modified-since", modified.as_str()),
+    ] {
+        let reply = card_with(&door, &[(name, value)]);
+        assert_eq!(reply.status, 304, "{name}: {value}");
+        assert_eq!(reply.body, b"", "{name}: {value}");
+        assert_eq!(reply.header("etag"), Some(etag.as_str()));
+        assert_eq!(reply.header("cache-control"), Some("public, max-age=300"));
+        assert_eq!(reply.header("last-modified"), Some(modified.as_str()));
+    }
+    // No match: the whole card. If-None-Match decides alone when present.
+    let earlier = "Thu, 01 Jan 1970 00:00:00 GMT";
+    for headers in [
+        vec![("if-none-match", "\"stale\"")],
+        vec![
+            ("if-none-match", "\"stale\""),
+            ("if-modified-since", modified.as_str()),
+        ],
+        vec![("if-modified-since", earlier)],
+        vec![("if-modified-since", "not a date")],
+    ] {
+        let reply = card_with(&door, &headers);
+        assert_eq!(reply.status, 200, "{headers:?}");
+        assert_eq!(reply.body, first.body, "{headers:?}");
+        assert_eq!(reply.header("etag"), Some(etag.as_str()));
+    }
+    // The extended card is a JSON-RPC answer, not cached.
+    let extended = door.rpc(
+        r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#,
+        &[],
+    );
+    assert_eq!(extended.header("etag"), None);
+    // A resumed session keeps its start (its card names the new listener's
+    // port, so its tag follows the new bytes); a new session changes both.
+    let door = door.restart(&["--resume"]);
+    let resumed = card_with(&door, &[]);
+    assert_eq!(resumed.header("last-modified"), Some(modified.as_str()));
+    assert_ne!(resumed.header("etag"), Some(etag.as_str()));
+    let door = door.restart(&[]);
+    let fresh = card_with(&door, &[]);
+    assert_ne!(fresh.header("etag"), resumed.header("etag"));
+    assert_ne!(fresh.json()["capabilities"], resumed.json()["capabilities"]);
+    assert_eq!(
+        card_with(&door, &[("if-none-match", etag.as_str())]).status,
+        200
+    );
+}

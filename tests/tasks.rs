@@ -80,7 +80,8 @@ fn a_held_send_message_answers_the_completed_task() {
     assert_timestamp(&task["status"]["timestamp"]);
     assert_eq!(
         task,
-        json!({"id": id, "contextId": task["contextId"], "status": {"state": "TASK_STATE_COMPLETED", "timestamp": task["status"]["timestamp"]},
+        json!({"id": id, "contextId": task["contextId"],
+               "status": {"state": "TASK_STATE_COMPLETED", "message": completed_message(&task), "timestamp": task["status"]["timestamp"]},
                "artifacts": [{"artifactId": "response", "name": "response", "parts": [{"text": "four", "mediaType": "text/plain"}]}]})
     );
     assert_eq!(rpc(&door, "GetTask", json!({"id": id}))["result"], task);
@@ -477,4 +478,85 @@ fn an_awaited_completion_is_delivered() {
     // Delivered once: a second completion is not awaited.
     let again = door.rpc(&body.to_string(), &headers).json();
     assert_eq!(again["error"]["code"], -31002);
+}
+
+/// The reference's completed status message for `task` ("A bare
+/// SendMessage whose task completes", "GetTask", "ListTasks"), key for key.
+fn completed_message(task: &Value) -> Value {
+    json!({"messageId": format!("msg_{}_status", task["id"].as_str().unwrap()),
+        "contextId": task["contextId"], "taskId": task["id"], "role": "ROLE_AGENT",
+        "parts": [{"text": "task completed", "mediaType": "text/plain"}]})
+}
+
+/// A stream's last statusUpdate message.
+fn terminal_message(events: &[common::SseEvent]) -> Value {
+    let last = events.last().expect("events");
+    let update = &last.data["result"]["statusUpdate"];
+    assert_eq!(
+        update["status"]["state"], "TASK_STATE_COMPLETED",
+        "{}",
+        last.data
+    );
+    update["status"]["message"].clone()
+}
+
+// Issue 10: a completed task's status says "task completed" on every
+// surface — the bare SendMessage answer, GetTask, ListTasks with and
+// without includeArtifacts, the terminal status of SendStreamingMessage,
+// SubscribeToTask and murmur.WatchSession, and after --resume — in the key
+// order of the reference's examples.
+#[test]
+fn a_completed_task_says_task_completed_everywhere() {
+    let door = Door::start(QUEUE);
+    let watch = r#"{"jsonrpc":"2.0","id":"w","method":"murmur.WatchSession","params":{}}"#;
+    let mut watching = door.open_stream(watch, &[]);
+    let held = task_of(&send(&door, "reply four", json!({})));
+    let expected = completed_message(&held);
+    assert_eq!(
+        common::ordered(&held["status"]["message"].to_string()),
+        expected.to_string()
+    );
+    assert_eq!(held["status"]["message"], expected);
+    let got = rpc(&door, "GetTask", json!({"id": held["id"]}))["result"].clone();
+    assert_eq!(got, held);
+    for include in [false, true] {
+        let page = rpc(&door, "ListTasks", json!({"includeArtifacts": include}));
+        assert_eq!(
+            page["result"]["tasks"][0]["status"], held["status"],
+            "{page}"
+        );
+    }
+    // The streams' terminal status carries it too (a stream's text part puts
+    // mediaType first, as the reference's stream examples do).
+    let stream_message = |task: &Value| {
+        let mut message = completed_message(task);
+        message["parts"] = json!([{"mediaType": "text/plain", "text": "task completed"}]);
+        message
+    };
+    let streaming = r#"{"jsonrpc":"2.0","id":2,"method":"SendStreamingMessage","params":{"message":{"messageId":"m2","role":"ROLE_USER","parts":[{"text":"sleep 300\nreply five"}]}}}"#;
+    let mut sse = door.open_stream(streaming, &[]);
+    let opened = sse.next();
+    let task = opened.data["result"]["task"].clone();
+    let subscribe = json!({"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask", "params": {"id": task["id"]}});
+    let mut subscribed = door.open_stream(&subscribe.to_string(), &[]);
+    assert_eq!(terminal_message(&sse.rest()), stream_message(&task));
+    assert_eq!(terminal_message(&subscribed.rest()), stream_message(&task));
+    let mut statuses = Vec::new();
+    while let Some(event) = watching.next_within(std::time::Duration::from_millis(500)) {
+        statuses.push(event);
+    }
+    let completed: Vec<&Value> = statuses
+        .iter()
+        .map(|e| &e.data["result"]["statusUpdate"])
+        .filter(|u| u["status"]["state"] == "TASK_STATE_COMPLETED")
+        .collect();
+    assert_eq!(completed.len(), 2);
+    assert_eq!(completed[0]["status"]["message"], stream_message(&held));
+    assert_eq!(completed[1]["status"]["message"], stream_message(&task));
+    // After --resume, as before.
+    let door = door.restart(&["--resume"]);
+    assert_eq!(
+        rpc(&door, "GetTask", json!({"id": held["id"]}))["result"],
+        held
+    );
 }

@@ -2,10 +2,86 @@
 //! from the capsule, with the keys in the order of the reference's examples.
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::extensions;
+use crate::http::{Request, Response};
 use crate::methods::Method;
 use crate::model::{Capsule, Transport};
+use crate::timestamp;
+
+/// How long a client may reuse the public card before it asks again
+/// (`Cache-Control: max-age`, A2A §8.6.1). The card changes only with the
+/// session (it names the session id) or with a door swap that changes it;
+/// five minutes bounds how long a client keeps a card from before a
+/// restart, and asking again costs a 304.
+pub const MAX_AGE_SECONDS: u32 = 300;
+
+/// `GET /.well-known/agent-card.json`, cacheable as A2A asks (§8.6.1): a
+/// strong ETag derived from the card's bytes, `Cache-Control` with a
+/// max-age, and `Last-Modified` at the session's start. A request whose
+/// `If-None-Match` names the card's tag (or `*`), or, without
+/// `If-None-Match`, whose `If-Modified-Since` is not before the session's
+/// start, is answered 304 with the same headers and no body (RFC 9110
+/// 13.1.2, 13.1.3, 15.4.5).
+pub fn public_card(request: &Request, capsule: &Capsule) -> Response {
+    let body = serde_json::to_vec(&card(capsule, CardKind::Public)).expect("a card serializes");
+    let etag = etag(&body);
+    let mut headers = vec![
+        ("etag".to_string(), etag.clone()),
+        (
+            "cache-control".to_string(),
+            format!("public, max-age={MAX_AGE_SECONDS}"),
+        ),
+    ];
+    if let Some(started) = capsule.started_at_ms {
+        headers.push(("last-modified".into(), timestamp::http_date(started)));
+    }
+    if not_modified(request, &etag, capsule.started_at_ms) {
+        return Response {
+            status: 304,
+            headers,
+            body: Vec::new(),
+        };
+    }
+    let mut response = Response {
+        status: 200,
+        headers: vec![
+            ("content-type".into(), "application/json".into()),
+            ("content-length".into(), body.len().to_string()),
+        ],
+        body,
+    };
+    response.headers.extend(headers);
+    response
+}
+
+/// A strong entity tag: the first 128 bits of the bytes' SHA-256, quoted.
+fn etag(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+/// Whether the client's copy is current. If-None-Match is compared weakly
+/// (a `W/` tag matches its strong twin) and, when present, decides alone.
+fn not_modified(request: &Request, etag: &str, started_at_ms: Option<i64>) -> bool {
+    let tags = request.header_values("if-none-match");
+    if !tags.is_empty() {
+        return tags
+            .iter()
+            .flat_map(|line| line.split(','))
+            .map(|tag| tag.trim())
+            .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag);
+    }
+    let since = request
+        .header("if-modified-since")
+        .and_then(|date| timestamp::parse_http_date(&date));
+    match (since, started_at_ms) {
+        (Some(since), Some(started)) => started.div_euclid(1000) <= since,
+        _ => false,
+    }
+}
 
 /// Which card to derive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -152,7 +152,7 @@ fn check<I: Imports>(
 /// Step 1: GET the card; the peer plane.
 fn public_paths(request: &Request, capsule: &Capsule) -> Option<Response> {
     if request.method == "GET" && request.path() == CARD_PATH {
-        return Some(Response::json(200, &card::card(capsule, CardKind::Public)));
+        return Some(card::public_card(request, capsule));
     }
     if on_plane(request.path(), PEER_PLANE) {
         return Some(refused(

@@ -30,6 +30,8 @@ pub struct Capsule {
     pub name: String,
     pub version: String,
     pub session_id: String,
+    /// When the session started (ms since the epoch), if known.
+    pub started_at_ms: Option<i64>,
     pub url: String,
     pub task_acceptance: TaskAcceptance,
     pub transport: Transport,

@@ -32,9 +32,50 @@ pub fn parse_cutoff_ms(text: &str) -> Option<i64> {
     i64::try_from(ms).ok()
 }
 
+/// An HTTP-date (IMF-fixdate, RFC 9110 5.6.7) of a time in milliseconds,
+/// to the second: `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub fn http_date(ms: i64) -> String {
+    let at = OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    format!(
+        "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
+        &at.weekday().to_string()[..3],
+        at.day(),
+        &at.month().to_string()[..3],
+        at.year(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    )
+}
+
+/// The seconds since the epoch of an IMF-fixdate; None for anything else
+/// (an invalid date is ignored, RFC 9110 13.1.3).
+pub fn parse_http_date(text: &str) -> Option<i64> {
+    let format = time::format_description::parse_borrowed::<2>(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT",
+    )
+    .ok()?;
+    let at = time::PrimitiveDateTime::parse(text.trim(), &format).ok()?;
+    Some(at.assume_utc().unix_timestamp())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // RFC 9110 5.6.7's example.
+    #[test]
+    fn http_dates_are_imf_fixdates() {
+        assert_eq!(http_date(784_111_777_000), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(http_date(784_111_777_999), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
+        assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), None);
+        assert_eq!(parse_http_date("yesterday"), None);
+    }
 
     // "Status timestamps": RFC 3339 UTC with milliseconds and a Z.
     #[test]

@@ -152,6 +152,7 @@ impl Imports for Host {
             name: c.name,
             version: c.version,
             session_id: c.session_id,
+            started_at_ms: c.started_at_ms,
             url: c.url,
             task_acceptance: match c.task_acceptance {
                 session::TaskAcceptance::None => TaskAcceptance::None,

@@ -218,6 +218,7 @@ fn capsule(session: &Session) -> guest::Capsule {
         name: c.name.clone(),
         version: c.version.clone(),
         session_id: c.session_id.clone(),
+        started_at_ms: c.started_at_ms,
         url: c.url.clone(),
         task_acceptance: guest::TaskAcceptance::Single,
         transport: guest::Transport::Http,

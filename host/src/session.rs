@@ -43,7 +43,12 @@ impl Session {
         replay_buffer: impl Into<crate::tasks::events::Replay>,
     ) -> anyhow::Result<Session> {
         let tokens = Tokens::mint(manifest.credentials.as_deref().unwrap_or_default())?;
-        let capsule = capsule(manifest, store.session_id().to_string(), url);
+        let capsule = capsule(
+            manifest,
+            store.session_id().to_string(),
+            store.created_ms(),
+            url,
+        );
         let tasks = Hub::new(store, agent, capsule.task_acceptance, replay_buffer);
         Ok(Session {
             capsule,
@@ -73,7 +78,7 @@ pub fn new_session_id() -> String {
 }
 
 /// The facts the card and the door's rules derive from.
-fn capsule(manifest: &Manifest, session_id: String, url: String) -> Capsule {
+fn capsule(manifest: &Manifest, session_id: String, started_at_ms: i64, url: String) -> Capsule {
     let mut planes = Planes::empty();
     if manifest.files {
         planes |= Planes::FILES;
@@ -85,6 +90,7 @@ fn capsule(manifest: &Manifest, session_id: String, url: String) -> Capsule {
         name: manifest.name.clone(),
         version: manifest.version.clone(),
         session_id,
+        started_at_ms: Some(started_at_ms),
         url,
         task_acceptance: match manifest.task_acceptance {
             manifest::TaskAcceptance::None => TaskAcceptance::None,

@@ -140,7 +140,14 @@ async function run(url) {
   expect(state(held) === "TASK_STATE_COMPLETED", `held send answered ${show(held)}`);
   expect(same(artifacts(held), [["response", ["four"]]]), `held send artifacts ${show(held)}`);
   expect(typeof held.status.timestamp === "string", `status.timestamp ${show(held.status)}`);
-  console.log(`SendMessage held: ${held.id} ${state(held)}, response "four"`);
+  // The reference's example: a completed task's status says so.
+  const said = held.status.message;
+  expect(
+    said?.messageId === `msg_${held.id}_status` && said.taskId === held.id &&
+      said.contextId === held.contextId && same(said.parts.map((p) => p.content?.value), ["task completed"]),
+    `status.message ${show(held.status)}`,
+  );
+  console.log(`SendMessage held: ${held.id} ${state(held)} "task completed", response "four"`);
 
   // getTask answers the task exactly as sendMessage did.
   const got = await client.getTask({ id: held.id });

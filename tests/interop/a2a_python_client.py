@@ -204,7 +204,13 @@ async def run(url):
         expect(state(held) == "TASK_STATE_COMPLETED", "held send answered %s" % show(held))
         expect(artifacts(held) == [("response", ["four"])], "held send artifacts %s" % show(held))
         expect(held.status.timestamp.seconds > 0, "no status.timestamp: %s" % show(held))
-        print("SendMessage held: %s %s, response %r" % (held.id, state(held), "four"))
+        # The reference's example: a completed task's status says so.
+        said = held.status.message
+        expect(said.message_id == "msg_%s_status" % held.id and said.task_id == held.id
+               and said.context_id == held.context_id and Role.Name(said.role) == "ROLE_AGENT"
+               and [p.text for p in said.parts] == ["task completed"],
+               "status.message %s" % show(held))
+        print("SendMessage held: %s %s %r, response %r" % (held.id, state(held), "task completed", "four"))
 
         # GetTask answers the task exactly as SendMessage did.
         got = await client.get_task(GetTaskRequest(id=held.id))

@@ -46,6 +46,7 @@ impl FakeHost {
                 name: "my-agent".into(),
                 version: "0.1.0".into(),
                 session_id: "ses_019f01a940ce7761854e768ecbe3d399".into(),
+                started_at_ms: Some(1_791_882_000_123),
                 url: "http://localhost:41873".into(),
                 task_acceptance: TaskAcceptance::Single,
                 transport: Transport::Http,

@@ -212,7 +212,10 @@ mod runs {
         let task = run(&hub(), "reply four").await;
         assert_eq!(task.status.state, TaskState::Completed);
         assert_eq!(task.response.as_deref(), Some("four"));
-        assert_eq!(task.status.message, None);
+        assert_eq!(
+            task.status.message.as_deref(),
+            Some(crate::tasks::COMPLETED)
+        );
     }
 
     #[tokio::test]

@@ -39,6 +39,11 @@ pub use crate::imports::token_types::Credential;
 use events::{EventBody, EventLog, FrameKind, Reader};
 use store::{NewRecord, Owner, Sees, Store, Transition};
 
+/// A completed task's final status message ("Messages", "GetTask",
+/// "ListTasks": the examples' `task completed`): stored with the ending, so
+/// the terminal status a stream carries and what GetTask shows agree.
+pub const COMPLETED: &str = "task completed";
+
 /// How often an ending the store refused is tried again.
 const END_RETRY: Duration = Duration::from_secs(1);
 
@@ -337,6 +342,7 @@ impl Hub {
         let mut to = match outcome {
             Outcome::Completed(response) => {
                 let mut to = Transition::to(TaskState::Completed);
+                to.message = Some(COMPLETED.to_string());
                 to.response = Some(response);
                 to
             }

@@ -405,7 +405,7 @@ async fn a_task_writes_its_statuses_its_frames_then_its_response() {
             "3 task working: step 1 of 2 (msg_)",
             r#"4 task frame text {"text":"step 1 of 2"}"#,
             "5 task response: four",
-            "6 task completed",
+            "6 task completed: task completed",
         ]
     );
     // Every event names the task and its context.
@@ -544,11 +544,19 @@ async fn a_tiny_buffer_reports_a_gap_to_a_late_reader_and_lags_a_slow_one() {
     // 8 completed: the buffer holds 7 and 8.
     assert_eq!(
         drain(&mut hub.session_events(Some(3))),
-        ["gap 3..6", "7 task response: c", "8 task completed"]
+        [
+            "gap 3..6",
+            "7 task response: c",
+            "8 task completed: task completed"
+        ]
     );
     assert_eq!(
         drain(&mut slow),
-        ["lagged 0..6", "7 task response: c", "8 task completed"]
+        [
+            "lagged 0..6",
+            "7 task response: c",
+            "8 task completed: task completed"
+        ]
     );
 }
 
@@ -580,7 +588,7 @@ async fn agent_cmd_stdout_lines_become_text_frames_as_they_arrive() {
             r#"4 task frame text {"text":"two"}"#,
             r#"5 task frame text {"text":"three"}"#,
             "6 task response: one\ntwo\r\nthree",
-            "7 task completed",
+            "7 task completed: task completed",
         ]
     );
 }
