@@ -10,7 +10,6 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Door instances one caller may hold at once (`--max-instances-per-caller`).
@@ -21,25 +20,27 @@ pub const INSTANCE_WAIT: Duration = Duration::from_millis(1000);
 
 /// Who a request counts against: on an authenticated door the
 /// `Authorization` it presents (one per credential; a forged one is refused
-/// at once), else the client's address. Kept as a digest, never as the
-/// token.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Caller([u8; 32]);
+/// at once), else the client's address. Kept as a keyed hash (the keys are
+/// random per process), never as the token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Caller(u64);
 
 impl Caller {
     pub fn of(authenticated: bool, authorization: Option<&[u8]>, address: IpAddr) -> Caller {
-        let mut digest = Sha256::new();
+        use std::hash::{BuildHasher, Hash, Hasher};
+        static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+        let mut hasher = KEYS.get_or_init(std::hash::RandomState::new).build_hasher();
         match authorization.filter(|_| authenticated) {
             Some(value) => {
-                digest.update(b"authorization\0");
-                digest.update(value);
+                hasher.write_u8(0);
+                hasher.write(value);
             }
             None => {
-                digest.update(b"address\0");
-                digest.update(address.to_string());
+                hasher.write_u8(1);
+                address.hash(&mut hasher);
             }
         }
-        Caller(digest.finalize().into())
+        Caller(hasher.finish())
     }
 }
 
@@ -85,14 +86,14 @@ impl Admission {
     pub async fn admit(self: &Arc<Self>, caller: Caller) -> Result<Slot, Refused> {
         {
             let mut held = self.held.lock().unwrap();
-            let count = held.entry(caller.clone()).or_default();
+            let count = held.entry(caller).or_default();
             if *count >= self.per_caller {
                 return Err(Refused::CallerShare(self.per_caller));
             }
             *count += 1;
         }
         // Counted before the wait, so a caller cannot queue past its share.
-        let slot = |permit| Slot(Some((self.clone(), caller.clone(), permit)));
+        let slot = |permit| Slot(Some((self.clone(), caller, permit)));
         let acquire = self.instances.clone().acquire_owned();
         match tokio::time::timeout(self.wait, acquire).await {
             Ok(Ok(permit)) => Ok(slot(permit)),

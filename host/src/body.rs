@@ -141,7 +141,10 @@ pub struct RequestBody {
     inner: Shared,
     limits: BodyLimits,
     read: usize,
-    deadline: Pin<Box<Sleep>>,
+    deadline: Instant,
+    /// Armed only once the body keeps the door waiting: most bodies have
+    /// arrived whole by the time the door reads them.
+    timer: Option<Pin<Box<Sleep>>>,
     tally: Tally,
     done: bool,
 }
@@ -156,12 +159,12 @@ impl RequestBody {
             state.rest = Some(inner.clone());
             state.deadline = Some(started + limits.timeout);
         }
-        let deadline = Box::pin(tokio::time::sleep_until(started + limits.timeout));
         let body = RequestBody {
             inner,
+            deadline: started + limits.timeout,
+            timer: None,
             limits,
             read: 0,
-            deadline,
             tally: tally.clone(),
             done: false,
         };
@@ -228,7 +231,11 @@ impl Body for RequestBody {
         let frame = match polled {
             Poll::Ready(frame) => frame,
             Poll::Pending => {
-                if self.deadline.as_mut().poll(cx).is_ready() {
+                let deadline = self.deadline;
+                let timer = self
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                if timer.as_mut().poll(cx).is_ready() {
                     let timeout = self.limits.timeout;
                     return self.fail(BodyFailure::TooSlow(timeout));
                 }
@@ -243,7 +250,7 @@ impl Body for RequestBody {
         let Ok(frame) = frame else {
             return self.fail(BodyFailure::Broken);
         };
-        if self.deadline.is_elapsed() {
+        if Instant::now() >= self.deadline {
             let timeout = self.limits.timeout;
             return self.fail(BodyFailure::TooSlow(timeout));
         }
@@ -282,13 +289,30 @@ impl Body for RequestBody {
 /// The JSON-RPC id of a body from its first bytes: the top-level `id` when
 /// it is a string or an integer and appears within `prefix`.
 pub fn request_id(prefix: &[u8]) -> Option<serde_json::Value> {
+    top_level(prefix, "id").filter(|id| id.is_string() || id.is_i64() || id.is_u64())
+}
+
+/// The JSON-RPC method a body names within its first bytes, for the logs.
+pub fn request_method(prefix: &[u8]) -> Option<String> {
+    match top_level(prefix, "method")? {
+        serde_json::Value::String(method) => Some(method),
+        _ => None,
+    }
+}
+
+/// The value of the top-level member `key` of a JSON object that may be
+/// cut short after it.
+fn top_level(prefix: &[u8], key: &str) -> Option<serde_json::Value> {
     use serde::de::{Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
 
-    /// Visits the top-level object until its `id`, which it keeps; then
-    /// stops, since what follows may be cut.
-    struct IdOf<'a>(&'a mut Option<serde_json::Value>);
+    /// Visits the object until `key`, whose value it keeps; then stops,
+    /// since what follows may be cut.
+    struct Member<'a> {
+        key: &'a str,
+        found: &'a mut Option<serde_json::Value>,
+    }
 
-    impl<'de> Visitor<'de> for IdOf<'_> {
+    impl<'de> Visitor<'de> for Member<'_> {
         type Value = ();
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -297,9 +321,9 @@ pub fn request_id(prefix: &[u8]) -> Option<serde_json::Value> {
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                if key == "id" {
-                    *self.0 = Some(map.next_value()?);
-                    return Err(A::Error::custom("the id is found"));
+                if key == self.key {
+                    *self.found = Some(map.next_value()?);
+                    return Err(A::Error::custom("the member is found"));
                 }
                 map.next_value::<IgnoredAny>()?;
             }
@@ -307,14 +331,18 @@ pub fn request_id(prefix: &[u8]) -> Option<serde_json::Value> {
         }
     }
 
-    let mut id = None;
-    let _ = serde_json::Deserializer::from_slice(prefix).deserialize_map(IdOf(&mut id));
-    id.filter(|id| id.is_string() || id.is_i64() || id.is_u64())
+    let mut found = None;
+    let member = Member {
+        key,
+        found: &mut found,
+    };
+    let _ = serde_json::Deserializer::from_slice(prefix).deserialize_map(member);
+    found
 }
 
 #[cfg(test)]
 mod tests {
-    use super::request_id;
+    use super::{request_id, request_method};
     use serde_json::json;
 
     #[test]
@@ -334,5 +362,10 @@ mod tests {
             Some(json!("x"))
         );
         assert_eq!(request_id(br#"{"jsonrpc":"2.0","params":{"a":"#), None);
+        assert_eq!(
+            request_method(br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"#).as_deref(),
+            Some("GetTask")
+        );
+        assert_eq!(request_method(br#"{"method":7}"#), None);
     }
 }

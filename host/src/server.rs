@@ -3,6 +3,7 @@
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use tracing::Instrument;
 use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
@@ -356,8 +358,30 @@ impl Server {
         }
     }
 
-    /// Answers one request; never fails, whatever the client or the door does.
+    /// Answers one request in a span of its own, so every line it logs, the
+    /// door's failure included, names the request: its id (counted from 1
+    /// since launch), HTTP method, path, JSON-RPC method once the body has
+    /// been read, and the door version serving it.
     async fn handle(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+        address: std::net::IpAddr,
+        busy: Busy,
+    ) -> Response<HyperOutgoingBody> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let span = tracing::info_span!(
+            "request",
+            id = NEXT.fetch_add(1, Ordering::Relaxed),
+            method = %request.method(),
+            path = request.uri().path(),
+            rpc = tracing::field::Empty,
+            door = tracing::field::Empty,
+        );
+        self.answer(request, address, busy).instrument(span).await
+    }
+
+    /// Answers one request; never fails, whatever the client or the door does.
+    async fn answer(
         self: Arc<Self>,
         request: Request<Incoming>,
         address: std::net::IpAddr,
@@ -388,6 +412,8 @@ impl Server {
         let (body, tally) = RequestBody::new(body, limits, started);
         let serving = self.doors.serving();
         let version = serving.live().version;
+        let span = tracing::Span::current();
+        span.record("door", version);
         let response = match self.shared.admission.admit(caller).await {
             Ok(slot) => {
                 let request = Request::from_parts(parts, body);
@@ -406,7 +432,14 @@ impl Server {
         if is_event_stream(&response) {
             busy.streaming();
         }
-        tracing::debug!(%method, %path, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, door = version, "request");
+        if let Some(rpc) = body::request_method(&tally.prefix()) {
+            span.record("rpc", rpc.as_str());
+        }
+        tracing::debug!(
+            status = response.status().as_u16(),
+            micros = started.elapsed().as_micros() as u64,
+            "request"
+        );
         tracked(response, busy)
     }
 
@@ -483,32 +516,46 @@ impl Server {
         let failed = Failed::default();
         let failure = failed.clone();
         let held = tally.clone();
-        let task = tokio::spawn(async move {
-            let door = async {
-                let pre = &serving.live().door.pre;
-                let proxy = pre.instantiate_async(&mut store).await?;
-                proxy
-                    .wasi_http_incoming_handler()
-                    .call_handle(&mut store, incoming, outparam)
-                    .await
-            };
-            let answered = cpu::metered(&meter, door).await;
-            if let Err(trap) = &answered {
-                // Before the store (and with it the body's sender) drops.
-                let _ = failure.set(format!("{trap:#}"));
+        let span = tracing::Span::current();
+        let guard_span = span.clone();
+        let task = tokio::spawn(
+            async move {
+                let door = async {
+                    let pre = &serving.live().door.pre;
+                    let proxy = pre.instantiate_async(&mut store).await?;
+                    proxy
+                        .wasi_http_incoming_handler()
+                        .call_handle(&mut store, incoming, outparam)
+                        .await
+                };
+                let answered = cpu::metered(&meter, door).await;
+                if let Err(trap) = &answered {
+                    // Before the store (and with it the body's sender) drops.
+                    let _ = failure.set(format!("{trap:#}"));
+                }
+                tracing::debug!(door = serving.live().version, "door instance done");
+                // The instance and what its body took are released together.
+                drop(store);
+                held.release();
+                drop(slot);
+                answered
             }
-            tracing::debug!(door = serving.live().version, "door instance done");
-            // The instance and what its body took are released together.
-            drop(store);
-            held.release();
-            drop(slot);
-            answered
-        });
+            .instrument(span),
+        );
 
         match receiver.await {
             Ok(Ok(response)) => {
                 let door = Some(task.abort_handle());
-                Ok(response.map(|body| Guarded { body, failed, door }.boxed_unsync()))
+                let span = guard_span;
+                Ok(response.map(|body| {
+                    Guarded {
+                        body,
+                        failed,
+                        door,
+                        span,
+                    }
+                    .boxed_unsync()
+                }))
             }
             Ok(Err(code)) => Err(Failure::Guest(
                 format!("the door answered an error: {code:?}"),
@@ -608,6 +655,8 @@ struct Guarded {
     failed: Failed,
     /// The door's task while the body has not ended.
     door: Option<tokio::task::AbortHandle>,
+    /// The request's, for what is logged once its head has gone.
+    span: tracing::Span,
 }
 
 impl Drop for Guarded {
@@ -630,6 +679,7 @@ impl hyper::body::Body for Guarded {
         if let Poll::Ready(None) = &polled {
             self.door = None;
             if let Some(why) = self.failed.get() {
+                let _request = self.span.enter();
                 if DOOR_FAILED.due().is_some() {
                     tracing::error!(error = %clipped(why), "the door failed after its response head: the response is cut");
                 }
