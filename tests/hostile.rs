@@ -1,6 +1,6 @@
 //! Hostile clients over raw sockets: what each can make the host hold is
 //! bounded, and a well-behaved client is still answered promptly. Sizes are
-//! scaled down to what still tells a bound from none; `bench/hostile.sh`
+//! scaled down to what still tells a bound from none; `bench/hostile.py`
 //! runs them full size.
 
 mod common;
