@@ -113,11 +113,6 @@ impl Admission {
             }
         }
     }
-
-    /// Instances free now.
-    pub fn available(&self) -> usize {
-        self.instances.available_permits()
-    }
 }
 
 impl Drop for Slot {

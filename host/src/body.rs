@@ -46,15 +46,11 @@ impl BodyBudget {
     pub fn new(bytes: usize) -> BodyBudget {
         BodyBudget(Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS))))
     }
-
-    /// Bytes free now.
-    pub fn available(&self) -> usize {
-        self.0.available_permits()
-    }
 }
 
-/// What one request's body has cost and how it ended; the host keeps it,
-/// and the door's store keeps [`Held`] until the instance ends.
+/// What one request's body has cost and how it ended: its first bytes, why
+/// it was not read whole, and the budget it took, held until the request's
+/// door instance ends ([`Tally::release`]).
 #[derive(Clone, Debug, Default)]
 pub struct Tally(Arc<Mutex<TallyState>>);
 
@@ -70,17 +66,33 @@ struct TallyState {
 
 type Shared = Arc<Mutex<Incoming>>;
 
+impl TallyState {
+    /// Keeps what of `data` the prefix has room for; false once it is whole.
+    fn keep(&mut self, data: &[u8]) -> bool {
+        let room = PREFIX_BYTES - self.prefix.len();
+        self.prefix.extend_from_slice(&data[..data.len().min(room)]);
+        self.prefix.len() < PREFIX_BYTES
+    }
+}
+
 impl Tally {
     /// The tally of a body the host already holds whole.
     pub fn of(body: &[u8]) -> Tally {
         let tally = Tally::default();
-        tally.0.lock().unwrap().prefix = body[..body.len().min(PREFIX_BYTES)].to_vec();
+        tally.0.lock().unwrap().keep(body);
         tally
     }
 
-    /// The first [`PREFIX_BYTES`] of what was read.
-    pub fn prefix(&self) -> Vec<u8> {
-        self.0.lock().unwrap().prefix.clone()
+    /// The JSON-RPC id within the first [`PREFIX_BYTES`] read (see
+    /// [`request_id`]).
+    pub fn request_id(&self) -> Option<serde_json::Value> {
+        request_id(&self.0.lock().unwrap().prefix)
+    }
+
+    /// The JSON-RPC method within the first [`PREFIX_BYTES`] read, for the
+    /// logs (see [`request_method`]).
+    pub fn request_method(&self) -> Option<String> {
+        request_method(&self.0.lock().unwrap().prefix)
     }
 
     /// Why the body was not read whole, once it was not.
@@ -114,10 +126,7 @@ impl Tally {
                         .await;
                 let Some(Ok(frame)) = frame else { return };
                 let Ok(data) = frame.into_data() else { return };
-                let mut state = self.0.lock().unwrap();
-                let keep = data.len().min(PREFIX_BYTES - state.prefix.len());
-                state.prefix.extend_from_slice(&data[..keep]);
-                if state.prefix.len() >= PREFIX_BYTES {
+                if !self.0.lock().unwrap().keep(&data) {
                     return;
                 }
             }
@@ -267,9 +276,7 @@ impl Body for RequestBody {
             return self.fail(BodyFailure::Busy);
         }
         if self.read < PREFIX_BYTES {
-            let keep = len.min(PREFIX_BYTES - self.read);
-            let mut state = self.tally.0.lock().unwrap();
-            state.prefix.extend_from_slice(&data[..keep]);
+            self.tally.0.lock().unwrap().keep(data);
         }
         self.read += len;
         // The door copies each chunk into its memory as it reads; the host

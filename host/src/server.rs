@@ -22,7 +22,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::admission::{self, Admission, Caller, Slot};
-use crate::body::{self, BodyBudget, BodyFailure, BodyLimits, RequestBody, Tally};
+use crate::body::{BodyBudget, BodyFailure, BodyLimits, RequestBody, Tally};
 use crate::connections::{self, Busy, Connections, Throttled};
 use crate::control::{self, ControlToken};
 use crate::cpu;
@@ -183,16 +183,6 @@ impl Server {
         self.http = http;
         self.shared = Shared::new(&http);
         self
-    }
-
-    /// Connections open now, body bytes free and instances free: what the
-    /// clients hold of the shared limits.
-    pub fn load(&self) -> (usize, usize, usize) {
-        (
-            self.shared.connections.open(),
-            self.shared.bodies.available(),
-            self.shared.admission.available(),
-        )
     }
 
     /// Each request's store limited to `limits` (the engine's pool must
@@ -388,12 +378,16 @@ impl Server {
         mut busy: Busy,
     ) -> Response<HyperOutgoingBody> {
         let started = tokio::time::Instant::now();
-        let method = request.method().clone();
-        let path = request.uri().path().to_string();
         let (parts, body) = request.into_parts();
-        if let Some(token) = self.control.as_ref().filter(|_| control::is_control(&path)) {
+        let control = self.control.as_ref();
+        if let Some(token) = control.filter(|_| control::is_control(parts.uri.path())) {
             let response = control::answer(&self, token, parts, body).await;
-            tracing::debug!(%method, %path, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, "control request");
+            // The request's span names its method and path.
+            tracing::debug!(
+                status = response.status().as_u16(),
+                micros = started.elapsed().as_micros() as u64,
+                "control request"
+            );
             return tracked(response, busy);
         }
         let caller = Caller::of(
@@ -432,7 +426,7 @@ impl Server {
         if is_event_stream(&response) {
             busy.streaming();
         }
-        if let Some(rpc) = body::request_method(&tally.prefix()) {
+        if let Some(rpc) = tally.request_method() {
             span.record("rpc", rpc.as_str());
         }
         tracing::debug!(
@@ -767,7 +761,7 @@ impl Failure {
                 if let Some(times) = DOOR_FAILED.due() {
                     tracing::error!(error = %clipped(&why), times, "the door failed");
                 }
-                internal_error(Some(&tally.prefix()))
+                internal_error(tally.request_id())
             }
         }
     }
@@ -817,11 +811,12 @@ fn retry_later(status: StatusCode, code: &str, message: String) -> Response<Hype
     response
 }
 
-/// The answer to a request the door could not answer: -32603 when the body
-/// is a JSON-RPC request with a valid id (in its first bytes), else 500.
-fn internal_error(body: Option<&[u8]>) -> Response<HyperOutgoingBody> {
+/// The answer to a request the door could not answer: -32603 with the
+/// request's JSON-RPC id when its body's first bytes carry a valid one, else
+/// 500.
+fn internal_error(id: Option<serde_json::Value>) -> Response<HyperOutgoingBody> {
     const MESSAGE: &str = "Internal error: the door failed while answering this request";
-    match body.and_then(body::request_id) {
+    match id {
         Some(id) => plain(
             StatusCode::OK,
             serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": MESSAGE}}),
