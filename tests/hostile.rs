@@ -379,14 +379,9 @@ const STREAM: &str = "https://docs.murmur.nexus/reference/streaming-protocol/#mu
 fn the_replay_buffer_is_bounded_in_bytes() {
     let door = start(PUBLIC, &["--replay-buffer-bytes", "300000"]);
     let text = "x".repeat(100_000);
-    for n in 0..6 {
-        let body = json!({"jsonrpc": "2.0", "id": n, "method": "SendMessage",
-            "params": {"message": {"messageId": format!("m{n}"), "role": "ROLE_USER", "parts": [{"text": text}]}}});
-        let reply = door.rpc(&body.to_string(), &[]);
-        assert_eq!(
-            reply.json()["result"]["task"]["status"]["state"],
-            "TASK_STATE_COMPLETED"
-        );
+    for _ in 0..6 {
+        let task = door.send_task(None, &text, json!({}));
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
     }
     let watch = r#"{"jsonrpc":"2.0","id":"w","method":"murmur.WatchSession","params":{}}"#;
     let mut sse = door.open_stream(watch, &[("Last-Event-ID", "0")]);
@@ -528,15 +523,10 @@ fn a_full_disk_refuses_cleanly_and_loses_nothing() {
         &[(libc::RLIMIT_FSIZE, limit, libc::RLIM_INFINITY)],
     );
     let send = |text: &str, immediately: bool| {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-            "params": {"configuration": {"returnImmediately": immediately},
-                "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}});
-        door.rpc(&body.to_string(), &[]).json()
+        let configuration = json!({"configuration": {"returnImmediately": immediately}});
+        door.send(None, text, configuration)
     };
-    let rpc = |method: &str, params: serde_json::Value| {
-        let body = json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params});
-        door.rpc(&body.to_string(), &[]).json()
-    };
+    let rpc = |method: &str, params: serde_json::Value| door.call(None, method, params);
     let early = send("reply early", false);
     assert_eq!(
         early["result"]["task"]["status"]["state"],
@@ -595,8 +585,8 @@ fn a_full_disk_refuses_cleanly_and_loses_nothing() {
     let listed = rpc("ListTasks", json!({"includeArtifacts": true}));
     assert_eq!(listed["result"]["totalSize"], filling.len() + 2);
     let door = door.restart(&["--resume"]);
-    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {"includeArtifacts": true}});
-    assert_eq!(door.rpc(&body.to_string(), &[]).json(), listed);
+    let resumed = door.call(None, "ListTasks", json!({"includeArtifacts": true}));
+    assert_eq!(resumed, listed);
 }
 
 // Item 3 ("murmur.WatchSession": a stream too slow for the buffer is told
@@ -614,12 +604,8 @@ fn unread_streams_hold_one_event_and_then_lag() {
     // doors block on their writes.
     let text = "x".repeat(1 << 20);
     for _ in 0..16 {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-            "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}});
-        assert_eq!(
-            door.rpc(&body.to_string(), &[]).json()["result"]["task"]["status"]["state"],
-            "TASK_STATE_COMPLETED"
-        );
+        let task = door.send_task(None, &text, json!({}));
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
     }
     std::thread::sleep(Duration::from_millis(500));
     let held = door.rss_kib();
