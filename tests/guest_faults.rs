@@ -10,8 +10,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::tempdir::TempDir;
-use murmur_door_host::engine::{self, Door, Limits, MAX_INSTANCES};
+use murmur_door_host::engine::{self, Door, MAX_INSTANCES};
 use murmur_door_host::manifest::Manifest;
+use murmur_door_host::request::Limits;
 use murmur_door_host::server::{HttpLimits, Server};
 use murmur_door_host::session::Session;
 use serde_json::json;

@@ -15,9 +15,9 @@ use http_body_util::BodyExt;
 use murmur_door_guest::model as guest;
 use murmur_door_host::cpu;
 use murmur_door_host::engine::{self, Door};
-use murmur_door_host::imports::RequestState;
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::memory::DoorMemory;
+use murmur_door_host::request::{self, RequestState};
 use murmur_door_host::server::Server;
 use murmur_door_host::session::Session;
 
@@ -44,9 +44,9 @@ fn main() {
         runtime.block_on(async {
             let state = RequestState::new(
                 session.clone(),
-                DoorMemory::unshared(engine::MAX_MEMORY_BYTES),
+                DoorMemory::unshared(murmur_door_host::memory::MAX_MEMORY_BYTES),
             );
-            let mut store = engine::store(&engine, state, engine::Limits::default());
+            let mut store = request::store(&engine, state, request::Limits::default());
             let meter = store.data().cpu.clone();
             cpu::metered(&meter, door.pre.instantiate_async(&mut store))
                 .await

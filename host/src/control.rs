@@ -25,8 +25,8 @@ use subtle::ConstantTimeEq;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::engine::NotAComponent;
-use crate::server::Server;
-use crate::swap;
+use crate::request::Stores;
+use crate::swap::{self, Doors};
 use crate::tokens;
 
 /// Under `/.well-known/`: RFC 8615 reserves the prefix, so no path the door
@@ -75,9 +75,11 @@ fn bearer(value: &str) -> Option<&str> {
         .then(|| token.trim_start_matches(' '))
 }
 
-/// Answers a request to the control surface.
+/// Answers a request to the control surface: `doors` are swapped and
+/// rolled back, a new version tried in a store `stores` makes.
 pub async fn answer(
-    server: &Server,
+    doors: &Doors,
+    stores: &Stores,
     token: &ControlToken,
     parts: hyper::http::request::Parts,
     body: Incoming,
@@ -94,9 +96,9 @@ pub async fn answer(
     }
     let action = &parts.uri.path()[CONTROL_PATH.len()..];
     match (action, &parts.method) {
-        ("", &Method::GET) => json_response(StatusCode::OK, server.doors.status()),
+        ("", &Method::GET) => json_response(StatusCode::OK, doors.status()),
         ("/swap", &Method::POST) => {
-            let max = server.max_component_bytes();
+            let max = doors.max_component_bytes();
             let body = match Limited::new(body, max).collect().await {
                 Ok(body) => body.to_bytes(),
                 Err(e) if e.is::<http_body_util::LengthLimitError>() => {
@@ -114,10 +116,10 @@ pub async fn answer(
                     );
                 }
             };
-            swap(server, &parts, body).await
+            swap(doors, stores, &parts, body).await
         }
-        ("/rollback", &Method::POST) => match server.rollback() {
-            Some(_) => json_response(StatusCode::OK, server.doors.status()),
+        ("/rollback", &Method::POST) => match doors.rollback() {
+            Some(_) => json_response(StatusCode::OK, doors.status()),
             None => error(
                 StatusCode::CONFLICT,
                 "no_previous",
@@ -140,7 +142,8 @@ pub async fn answer(
 }
 
 async fn swap(
-    server: &Server,
+    doors: &Doors,
+    stores: &Stores,
     parts: &hyper::http::request::Parts,
     body: Bytes,
 ) -> Response<HyperOutgoingBody> {
@@ -162,7 +165,7 @@ async fn swap(
         };
         // A refusal never says what the file holds, nor whether it exists
         // or what kind of file it is: only what a component needs.
-        let max = server.max_component_bytes();
+        let max = doors.max_component_bytes();
         match swap::read_component(path.as_ref(), max).await {
             Ok(bytes) => (bytes, path),
             Err(e) => {
@@ -180,9 +183,9 @@ async fn swap(
         (body.to_vec(), "upload".to_string())
     };
     let by_path = is_json;
-    match server.swap(bytes, source).await {
+    match doors.swap(bytes, source, stores).await {
         Ok(swapped) => {
-            let mut status = server.doors.status();
+            let mut status = doors.status();
             status["tookMs"] = json!(swapped.took.as_secs_f64() * 1000.0);
             json_response(StatusCode::OK, status)
         }

@@ -8,7 +8,7 @@
 //! event, a timer): an idle stream costs nothing, and a stream woken by an
 //! event every millisecond costs only what each event costs. A door that
 //! runs without waiting for more than the budget is stopped at the next
-//! epoch tick (see [`crate::engine::store`]).
+//! epoch tick (see [`crate::request::store`]).
 //!
 //! The thread's own CPU clock would leave out time the OS gives other
 //! processes, but reading it is a system call (about 0.5 µs, against 25 ns
@@ -19,6 +19,12 @@ use std::future::Future;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// Milliseconds a request's door may run without waiting (`--max-cpu-ms`).
+pub const MAX_CPU_MS: u64 = 1000;
+/// How often the epoch ticks: a running door yields to other requests once
+/// per tick, and its running time is checked against the budget.
+pub const TICK: Duration = Duration::from_millis(10);
 
 /// How long one request's door has run since it last waited.
 #[derive(Debug, Default)]

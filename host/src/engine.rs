@@ -1,18 +1,18 @@
 //! The wasmtime engine and a loaded door: compiled once, linked against the
 //! host's imports and pre-instantiated, so each request only instantiates.
 
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, mpsc};
 
+use anyhow::Context;
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{
-    Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
-    UpdateDeadline,
-};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 
-use crate::imports::{RequestState, events, session, task_store, token_types};
+use crate::cpu::TICK;
+use crate::imports;
+use crate::memory::MAX_MEMORY_BYTES;
+use crate::request::RequestState;
 
 /// The door component built from `guest/`, embedded at build time.
 pub const EMBEDDED_DOOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/door.wasm"));
@@ -25,109 +25,69 @@ pub const EMBEDDED_DOOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/door.
 /// pool reserves 4 GiB of address space for every memory up front but only
 /// touches what a live instance uses.
 pub const MAX_INSTANCES: u32 = 1100;
-/// A door's linear memory may grow to this many bytes per request
-/// (`--max-memory-mb`).
-pub const MAX_MEMORY_BYTES: usize = 128 << 20;
-/// Milliseconds a request's door may run without waiting
-/// (`--max-cpu-ms`, see [`crate::cpu`]).
-pub const MAX_CPU_MS: u64 = 1000;
-/// How often the epoch ticks: a running door yields to other requests once
-/// per tick, and its running time is checked against the budget.
-pub const TICK: Duration = Duration::from_millis(10);
-
 /// Bytes of a door's linear memory its pool slot keeps resident between
 /// requests (see [`engine_for`]).
 pub const KEEP_RESIDENT: usize = 128 << 10;
 
-/// What one request's store may use.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// Bytes of linear memory per request.
-    pub max_memory_bytes: usize,
-    /// Milliseconds the door may run without waiting (see [`store`]).
-    pub max_cpu_ms: u64,
+/// The engine every door version runs on, and the thread that ticks its
+/// epoch every [`TICK`]. Clones share both; the thread stops, and is
+/// joined, when the last clone (a [`Door`] holds one) is dropped.
+#[derive(Clone)]
+pub struct DoorEngine {
+    engine: Engine,
+    _ticker: Arc<EpochTicker>,
 }
 
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_memory_bytes: MAX_MEMORY_BYTES,
-            max_cpu_ms: MAX_CPU_MS,
+impl std::ops::Deref for DoorEngine {
+    type Target = Engine;
+
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+/// Advances an engine's epoch every [`TICK`] until dropped.
+struct EpochTicker {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> anyhow::Result<EpochTicker> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("epoch-ticker".into())
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(TICK) {
+                    engine.increment_epoch();
+                }
+            })
+            .context("starting the epoch ticker")?;
+        Ok(EpochTicker {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }
 
-/// The engines the ticker advances every [`TICK`]; it starts with the first
-/// one.
-fn tick_engine(engine: &Engine) {
-    static ENGINES: OnceLock<Mutex<Vec<EngineWeak>>> = OnceLock::new();
-    let engines = ENGINES.get_or_init(|| {
-        std::thread::Builder::new()
-            .name("epoch-ticker".into())
-            .spawn(|| {
-                loop {
-                    std::thread::sleep(TICK);
-                    let mut engines = ENGINES.get().unwrap().lock().unwrap();
-                    engines.retain(|weak| match weak.upgrade() {
-                        Some(engine) => {
-                            engine.increment_epoch();
-                            true
-                        }
-                        None => false,
-                    });
-                }
-            })
-            .expect("starting the epoch ticker");
-        Mutex::new(Vec::new())
-    });
-    engines.lock().unwrap().push(engine.weak());
-}
-
-/// A store for one request: its memory limited, and its running time metered.
-///
-/// The epoch ticks every [`TICK`], wall time. A door running wasm reaches
-/// its deadline at the next tick: there it yields to the executor, so other
-/// requests run beside a busy one, and its deadline moves one tick on. At
-/// each deadline the call traps once the door has run for more than
-/// `max_cpu_ms` without waiting ([`crate::cpu::Meter`]). A door waiting in
-/// `poll` runs no wasm and reaches no deadline. Every call into the store
-/// runs inside [`crate::cpu::metered`], which sees the door wait.
-pub fn store(engine: &Engine, state: RequestState, limits: Limits) -> Store<RequestState> {
-    let meter = state.cpu.clone();
-    let mut store = Store::new(engine, state);
-    store.limiter(|state| &mut state.memory);
-    let budget = Duration::from_millis(limits.max_cpu_ms);
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
-        if meter.used(TICK) > budget {
-            return Err(wasmtime::Error::msg(format!(
-                "the door ran for more than {} ms without waiting (--max-cpu-ms)",
-                limits.max_cpu_ms
-            )));
-        }
-        meter.yielding();
-        let meter = meter.clone();
-        Ok(UpdateDeadline::YieldCustom(
-            1,
-            Box::pin(async move {
-                tokio::task::yield_now().await;
-                meter.resumed();
-            }),
-        ))
-    });
-    store
-}
-
 /// The engine every door version runs on: the pooling allocator sized for
 /// [`MAX_INSTANCES`].
-pub fn engine() -> anyhow::Result<Engine> {
+pub fn engine() -> anyhow::Result<DoorEngine> {
     engine_for(MAX_INSTANCES, MAX_MEMORY_BYTES)
 }
 
 /// The engine, its pool sized for `max_instances` door instances at once,
-/// each memory at most `max_memory_bytes`. One more request than that waits
-/// for nothing: it is answered -32603. The epoch ticker advances it.
-pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result<Engine> {
+/// each memory at most `max_memory_bytes`, with its epoch ticker.
+pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result<DoorEngine> {
     // Without PAGEMAP_SCAN, keeping pages resident would memset the lowest
     // addresses of every memory (the door's unused stack) on each reset.
     let engine = Engine::new(&config(max_instances, max_memory_bytes, true)).or_else(|e| {
@@ -135,8 +95,11 @@ pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result
         Engine::new(&config(max_instances, max_memory_bytes, false))
     });
     let engine = wasm_context(engine, "creating the wasmtime engine")?;
-    tick_engine(&engine);
-    Ok(engine)
+    let ticker = EpochTicker::start(engine.clone())?;
+    Ok(DoorEngine {
+        engine,
+        _ticker: Arc::new(ticker),
+    })
 }
 
 /// The engine's configuration; `resident`: dirty pages are found with
@@ -177,19 +140,22 @@ pub struct Door {
     pub pre: ProxyPre<RequestState>,
     /// `sha256:<hex>` of the component's bytes.
     pub digest: String,
+    /// The engine it was compiled for, which a swap compiles the next
+    /// version with.
+    pub engine: DoorEngine,
 }
 
 impl Door {
     /// Compiles `bytes`, links it against the host's imports and
     /// pre-instantiates it.
-    pub fn load(engine: &Engine, bytes: &[u8]) -> anyhow::Result<Door> {
+    pub fn load(engine: &DoorEngine, bytes: &[u8]) -> anyhow::Result<Door> {
         let component = compile(engine, bytes)?;
         link(engine, &component, bytes)
     }
 
     /// [`Door::load`] for a component that is to replace a live door: it must
     /// be the `door` world as this host serves it (see [`check_world`]).
-    pub fn load_checked(engine: &Engine, bytes: &[u8]) -> anyhow::Result<Door> {
+    pub fn load_checked(engine: &DoorEngine, bytes: &[u8]) -> anyhow::Result<Door> {
         let component = compile(engine, bytes)?;
         check_world(engine, &component)?;
         link(engine, &component, bytes)
@@ -264,14 +230,11 @@ impl std::fmt::Display for NotAComponent {
     }
 }
 
-fn link(engine: &Engine, component: &Component, bytes: &[u8]) -> anyhow::Result<Door> {
+fn link(engine: &DoorEngine, component: &Component, bytes: &[u8]) -> anyhow::Result<Door> {
     let mut linker = Linker::<RequestState>::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-    session::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-    token_types::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-    task_store::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-    events::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+    imports::add_to_linker(&mut linker)?;
     let pre = wasm_context(
         linker.instantiate_pre(component),
         "linking the door component",
@@ -283,6 +246,7 @@ fn link(engine: &Engine, component: &Component, bytes: &[u8]) -> anyhow::Result<
     Ok(Door {
         pre,
         digest: digest(bytes),
+        engine: engine.clone(),
     })
 }
 
@@ -316,6 +280,7 @@ mod tests {
         use std::sync::Arc;
 
         use crate::memory::DoorMemory;
+        use crate::request::{Limits, store};
         use bytes::Bytes;
 
         use crate::manifest::Manifest;
@@ -384,7 +349,7 @@ mod tests {
                 .tasks
                 .list(
                     &None,
-                    &crate::imports::task_store::ListQuery {
+                    &crate::bindings::task_store::ListQuery {
                         context_id: None,
                         state: None,
                         status_after_ms: None,

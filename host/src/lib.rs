@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod agents;
+pub mod bindings;
 pub mod body;
 pub mod connections;
 pub mod control;
@@ -12,8 +13,13 @@ pub mod engine;
 pub mod imports;
 pub mod manifest;
 pub mod memory;
+pub mod process;
+pub mod request;
 pub mod server;
 pub mod session;
 pub mod swap;
 pub mod tasks;
 pub mod tokens;
+
+#[cfg(test)]
+mod layers;

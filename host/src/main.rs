@@ -16,9 +16,11 @@ use murmur_door_host::admission;
 use murmur_door_host::agents::{Agent, CommandAgent, ScriptAgent};
 use murmur_door_host::connections;
 use murmur_door_host::control::{CONTROL_PATH, ControlToken};
+use murmur_door_host::cpu;
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::memory;
+use murmur_door_host::request;
 use murmur_door_host::server::{self, Server};
 use murmur_door_host::session::Session;
 use murmur_door_host::swap;
@@ -83,12 +85,12 @@ enum Command {
         /// Milliseconds a request's door may run without waiting (its wasm
         /// and the host calls it makes); a door past it is stopped and the
         /// request answered -32603 (or 500).
-        #[arg(long, value_name = "MS", default_value_t = engine::MAX_CPU_MS,
+        #[arg(long, value_name = "MS", default_value_t = cpu::MAX_CPU_MS,
               value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
         max_cpu_ms: u64,
         /// Megabytes of linear memory a door instance may grow to; a door
         /// past it fails its request (-32603 or 500).
-        #[arg(long, value_name = "MB", default_value_t = (engine::MAX_MEMORY_BYTES >> 20) as u64,
+        #[arg(long, value_name = "MB", default_value_t = (memory::MAX_MEMORY_BYTES >> 20) as u64,
               value_parser = clap::value_parser!(u64).range(1..=4096))]
         max_memory_mb: u64,
         /// Megabytes of linear memory all door instances may hold together;
@@ -174,7 +176,7 @@ struct Options {
     resume: bool,
     agent: Arc<dyn Agent>,
     replay_buffer: Replay,
-    limits: engine::Limits,
+    limits: request::Limits,
     http: server::HttpLimits,
     component: Option<PathBuf>,
     control_token_file: PathBuf,
@@ -240,7 +242,7 @@ fn main() -> ExitCode {
             events: replay_buffer,
             bytes: replay_buffer_bytes,
         },
-        limits: engine::Limits {
+        limits: request::Limits {
             max_memory_bytes: (max_memory_mb as usize) << 20,
             max_cpu_ms,
         },

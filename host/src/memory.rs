@@ -12,6 +12,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+/// A door's linear memory may grow to this many bytes per request
+/// (`--max-memory-mb`).
+pub const MAX_MEMORY_BYTES: usize = 128 << 20;
 /// Bytes of linear memory all live door instances may hold together
 /// (`--max-door-memory-mb`).
 pub const MAX_DOOR_MEMORY_BYTES: usize = 4 << 30;

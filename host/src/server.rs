@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -26,11 +26,11 @@ use crate::body::{BodyBudget, BodyFailure, BodyLimits, RequestBody, Tally};
 use crate::connections::{self, Busy, Connections, Throttled};
 use crate::control::{self, ControlToken};
 use crate::cpu;
-use crate::engine::{self, Door, Limits};
-use crate::imports::RequestState;
-use crate::memory::{self, DoorMemory, MemoryLimit, MemoryPool};
+use crate::engine::{self, Door};
+use crate::memory::{self, MemoryLimit, MemoryPool};
+use crate::request::{Limits, Stores};
 use crate::session::Session;
-use crate::swap::{self, Doors, Serving, Source};
+use crate::swap::{self, Doors, Serving};
 
 /// The largest request body the host reads (`--max-body-bytes`): every
 /// text or data part a body this size can carry fits the default door
@@ -123,29 +123,18 @@ static MEMORY_FULL: Throttled = Throttled::new(Duration::from_secs(1));
 pub struct Server {
     /// The live door and the previous one.
     pub doors: Doors,
-    pub session: Arc<Session>,
+    /// The session, limits and shared memory each request's store is
+    /// made of.
+    pub stores: Stores,
     /// `host:port` of the listener, for requests that name no host.
     listener_authority: hyper::header::HeaderValue,
     /// The control surface's token; without one the host serves no control
     /// surface and its path reaches the door.
     control: Option<ControlToken>,
-    /// The `--component` file SIGHUP reloads.
-    component_file: Option<PathBuf>,
-    /// What each request's store may use.
-    limits: Limits,
     /// What each request's HTTP side may take.
     http: HttpLimits,
     /// The connections, body bytes and instances all requests share.
     shared: Shared,
-    /// The largest component a swap reads.
-    max_component_bytes: usize,
-}
-
-/// A swap that took place.
-pub struct SwapDone {
-    pub swapped: swap::Swapped,
-    /// Compiling, validating, a trial instantiation and the swap itself.
-    pub took: Duration,
 }
 
 impl Server {
@@ -154,56 +143,45 @@ impl Server {
         let authority = session.capsule.url.trim_start_matches("http://");
         let listener_authority = hyper::header::HeaderValue::from_str(authority)
             .unwrap_or(hyper::header::HeaderValue::from_static("localhost"));
+        let shared = Shared::new(&HttpLimits::default());
         Server {
             doors: Doors::new(door, swap::EMBEDDED.to_string()),
-            session,
+            stores: Stores {
+                session,
+                limits: Limits::default(),
+                memory: shared.memory.clone(),
+            },
             listener_authority,
             control: None,
-            component_file: None,
-            limits: Limits::default(),
             http: HttpLimits::default(),
-            shared: Shared::new(&HttpLimits::default()),
-            max_component_bytes: swap::MAX_COMPONENT_BYTES,
+            shared,
         }
     }
 
     /// A component to swap in is at most `max` bytes.
     pub fn with_max_component_bytes(mut self, max: usize) -> Server {
-        self.max_component_bytes = max;
+        self.doors = self.doors.with_max_component_bytes(max);
         self
-    }
-
-    /// The largest component a swap reads (`--max-component-bytes`).
-    pub fn max_component_bytes(&self) -> usize {
-        self.max_component_bytes
     }
 
     /// Each request's body, head and head's time limited to `http`.
     pub fn with_http_limits(mut self, http: HttpLimits) -> Server {
         self.http = http;
         self.shared = Shared::new(&http);
+        self.stores.memory = self.shared.memory.clone();
         self
     }
 
     /// Each request's store limited to `limits` (the engine's pool must
     /// allow `limits.max_memory_bytes`).
     pub fn with_limits(mut self, limits: Limits) -> Server {
-        self.limits = limits;
+        self.stores.limits = limits;
         self
-    }
-
-    /// A store for one request, limited and metered (see [`engine::store`]).
-    fn store(&self, door: &Door) -> wasmtime::Store<RequestState> {
-        let memory = DoorMemory::new(self.limits.max_memory_bytes, self.shared.memory.clone());
-        let state = RequestState::new(self.session.clone(), memory);
-        engine::store(door.pre.engine(), state, self.limits)
     }
 
     /// The door was loaded from `file`, which SIGHUP reloads.
     pub fn with_component_file(mut self, file: PathBuf) -> Server {
-        let door = self.doors.live().door.clone();
-        self.doors = Doors::new(door, file.display().to_string());
-        self.component_file = Some(file);
+        self.doors = self.doors.with_component_file(file);
         self
     }
 
@@ -213,78 +191,9 @@ impl Server {
         self
     }
 
-    /// Compiles `bytes` off the request path, checks it is a door this host
-    /// serves, instantiates it once in a throwaway store, then makes it the
-    /// live door. On any failure the live door stays and the reason is
-    /// returned.
-    pub async fn swap(&self, bytes: Vec<u8>, source: Source) -> anyhow::Result<SwapDone> {
-        let started = Instant::now();
-        let engine = self.doors.live().door.pre.engine().clone();
-        let door = tokio::task::spawn_blocking(move || Door::load_checked(&engine, &bytes))
-            .await
-            .map_err(|e| anyhow::anyhow!("the compiling task failed: {e}"))?;
-        let door = match door {
-            Ok(door) => door,
-            Err(e) => {
-                tracing::warn!(%source, error = %format!("{e:#}"), "door swap refused");
-                return Err(e);
-            }
-        };
-        if let Err(e) = self.trial(&door).await {
-            tracing::warn!(%source, digest = %door.digest, error = %format!("{e:#}"), "door swap refused");
-            return Err(e);
-        }
-        let swapped = self.doors.install(door, source);
-        let took = started.elapsed();
-        tracing::info!(
-            old_version = swapped.old.version,
-            old_digest = %swapped.old.door.digest,
-            version = swapped.new.version,
-            digest = %swapped.new.door.digest,
-            source = %swapped.new.source,
-            millis = took.as_millis() as u64,
-            "door swapped"
-        );
-        Ok(SwapDone { swapped, took })
-    }
-
-    /// Instantiates `door` once in a store of its own, answering nothing.
-    async fn trial(&self, door: &Door) -> anyhow::Result<()> {
-        let mut store = self.store(door);
-        let meter = store.data().cpu.clone();
-        cpu::metered(&meter, door.pre.instantiate_async(&mut store))
-            .await
-            .map(drop)
-            .map_err(|e| anyhow::Error::from(e).context("instantiating the door component"))
-    }
-
-    /// Makes the previous door live again; None when there is none.
-    pub fn rollback(&self) -> Option<swap::Swapped> {
-        let swapped = self.doors.rollback()?;
-        tracing::info!(
-            old_version = swapped.old.version,
-            old_digest = %swapped.old.door.digest,
-            version = swapped.new.version,
-            digest = %swapped.new.door.digest,
-            "door rolled back"
-        );
-        Some(swapped)
-    }
-
     /// SIGHUP: loads the `--component` file again and swaps to it.
     pub async fn reload(&self) {
-        let Some(file) = &self.component_file else {
-            tracing::info!("SIGHUP: serving the embedded door, no --component file to reload");
-            return;
-        };
-        tracing::info!(path = %file.display(), "SIGHUP: reloading the door component");
-        match swap::read_component(file, self.max_component_bytes).await {
-            // A refusal is logged by swap.
-            Ok(bytes) => drop(self.swap(bytes, file.display().to_string()).await),
-            Err(e) => {
-                tracing::warn!(path = %file.display(), error = %format!("{e:#}"), "door swap refused: the file cannot be read")
-            }
-        }
+        self.doors.reload(&self.stores).await;
     }
 
     /// Accepts connections until the listener fails for good.
@@ -381,7 +290,7 @@ impl Server {
         let (parts, body) = request.into_parts();
         let control = self.control.as_ref();
         if let Some(token) = control.filter(|_| control::is_control(parts.uri.path())) {
-            let response = control::answer(&self, token, parts, body).await;
+            let response = control::answer(&self.doors, &self.stores, token, parts, body).await;
             // The request's span names its method and path.
             tracing::debug!(
                 status = response.status().as_u16(),
@@ -391,7 +300,7 @@ impl Server {
             return tracked(response, busy);
         }
         let caller = Caller::of(
-            self.session.capsule.authenticated,
+            self.stores.session.capsule.authenticated,
             parts
                 .headers
                 .get(hyper::header::AUTHORIZATION)
@@ -480,9 +389,9 @@ impl Server {
         }
         let request = Request::from_parts(parts, body);
 
-        let mut store = self.store(&serving.live().door);
+        let mut store = self.stores.store(&serving.live().door.engine);
         let memory = store.data().memory.refused();
-        let changed = store.data().changed.clone();
+        let changed = store.data().door.changed.clone();
         // Out of memory before it changed the session, the door refused the
         // request; after, it had accepted it (-32603).
         let memory = move || {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::agents::{Agent, ScriptAgent};
-use crate::imports::session::{Capsule, ImageLimits, InferenceTransport, Planes, TaskAcceptance};
+use crate::bindings::session::{Capsule, ImageLimits, InferenceTransport, Planes, TaskAcceptance};
 use crate::manifest::{self, Manifest};
 use crate::tasks::events::DEFAULT_REPLAY_BUFFER;
 use crate::tasks::store::Store;

@@ -1,16 +1,20 @@
 //! The live door and the one before it. Each request takes the live door
 //! lock-free and holds it until its response body ends, so a stream opened
-//! on one version finishes on it; a swap replaces the live door atomically
-//! and keeps the one it replaced for a rollback.
+//! on one version finishes on it; a swap compiles and tries the new version
+//! off the request path, replaces the live door atomically and keeps the
+//! one it replaced for a rollback.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use serde_json::{Value, json};
 
+use crate::cpu;
 use crate::engine::Door;
+use crate::request::Stores;
 use crate::tasks;
 
 /// Where a door's component came from: `embedded`, a file's path, or
@@ -110,6 +114,13 @@ pub struct Swapped {
     pub new: Arc<Live>,
 }
 
+/// A swap that took place.
+pub struct SwapDone {
+    pub swapped: Swapped,
+    /// Compiling, validating, a trial instantiation and the swap itself.
+    pub took: Duration,
+}
+
 pub struct Doors {
     live: ArcSwap<Live>,
     /// The door before the live one, and the next version number. Swaps
@@ -117,6 +128,10 @@ pub struct Doors {
     slots: Mutex<Slots>,
     /// Requests in flight on every version, for a closing door to wait on.
     in_flight: Arc<AtomicU64>,
+    /// The `--component` file SIGHUP reloads.
+    component_file: Option<PathBuf>,
+    /// The largest component a swap reads (`--max-component-bytes`).
+    max_component_bytes: usize,
 }
 
 struct Slots {
@@ -140,6 +155,85 @@ impl Doors {
                 next_version: 2,
             }),
             in_flight: Arc::new(AtomicU64::new(0)),
+            component_file: None,
+            max_component_bytes: MAX_COMPONENT_BYTES,
+        }
+    }
+
+    /// The live door was loaded from `file`, which SIGHUP reloads.
+    pub fn with_component_file(self, file: PathBuf) -> Doors {
+        let door = self.live().door.clone();
+        Doors {
+            max_component_bytes: self.max_component_bytes,
+            component_file: Some(file.clone()),
+            ..Doors::new(door, file.display().to_string())
+        }
+    }
+
+    /// A component to swap in is at most `max` bytes.
+    pub fn with_max_component_bytes(mut self, max: usize) -> Doors {
+        self.max_component_bytes = max;
+        self
+    }
+
+    /// The largest component a swap reads (`--max-component-bytes`).
+    pub fn max_component_bytes(&self) -> usize {
+        self.max_component_bytes
+    }
+
+    /// Compiles `bytes` off the request path, checks it is a door this host
+    /// serves, instantiates it once in a throwaway store made by `stores`,
+    /// then makes it the live door. On any failure the live door stays and
+    /// the reason is returned.
+    pub async fn swap(
+        &self,
+        bytes: Vec<u8>,
+        source: Source,
+        stores: &Stores,
+    ) -> anyhow::Result<SwapDone> {
+        let started = Instant::now();
+        let engine = self.live().door.engine.clone();
+        let door = tokio::task::spawn_blocking(move || Door::load_checked(&engine, &bytes))
+            .await
+            .map_err(|e| anyhow::anyhow!("the compiling task failed: {e}"))?;
+        let door = match door {
+            Ok(door) => door,
+            Err(e) => {
+                tracing::warn!(%source, error = %format!("{e:#}"), "door swap refused");
+                return Err(e);
+            }
+        };
+        if let Err(e) = trial(&door, stores).await {
+            tracing::warn!(%source, digest = %door.digest, error = %format!("{e:#}"), "door swap refused");
+            return Err(e);
+        }
+        let swapped = self.install(door, source);
+        let took = started.elapsed();
+        tracing::info!(
+            old_version = swapped.old.version,
+            old_digest = %swapped.old.door.digest,
+            version = swapped.new.version,
+            digest = %swapped.new.door.digest,
+            source = %swapped.new.source,
+            millis = took.as_millis() as u64,
+            "door swapped"
+        );
+        Ok(SwapDone { swapped, took })
+    }
+
+    /// SIGHUP: loads the `--component` file again and swaps to it.
+    pub async fn reload(&self, stores: &Stores) {
+        let Some(file) = &self.component_file else {
+            tracing::info!("SIGHUP: serving the embedded door, no --component file to reload");
+            return;
+        };
+        tracing::info!(path = %file.display(), "SIGHUP: reloading the door component");
+        match read_component(file, self.max_component_bytes).await {
+            // A refusal is logged by swap.
+            Ok(bytes) => drop(self.swap(bytes, file.display().to_string(), stores).await),
+            Err(e) => {
+                tracing::warn!(path = %file.display(), error = %format!("{e:#}"), "door swap refused: the file cannot be read")
+            }
         }
     }
 
@@ -179,11 +273,20 @@ impl Doors {
 
     /// Makes the previous door live again (its version and digest); the live
     /// one becomes the previous, so a second rollback undoes the first.
+    /// None when there is no previous door.
     pub fn rollback(&self) -> Option<Swapped> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let new = slots.previous.take()?;
         let old = self.live.swap(new.clone());
         slots.previous = Some(old.clone());
+        drop(slots);
+        tracing::info!(
+            old_version = old.version,
+            old_digest = %old.door.digest,
+            version = new.version,
+            digest = %new.door.digest,
+            "door rolled back"
+        );
         Some(Swapped { old, new })
     }
 
@@ -195,6 +298,16 @@ impl Doors {
             "previous": slots.previous.as_ref().map(|p| p.describe()),
         })
     }
+}
+
+/// Instantiates `door` once in a store of its own, answering nothing.
+async fn trial(door: &Door, stores: &Stores) -> anyhow::Result<()> {
+    let mut store = stores.store(&door.engine);
+    let meter = store.data().cpu.clone();
+    cpu::metered(&meter, door.pre.instantiate_async(&mut store))
+        .await
+        .map(drop)
+        .map_err(|e| anyhow::Error::from(e).context("instantiating the door component"))
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` of milliseconds since the epoch.

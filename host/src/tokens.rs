@@ -12,14 +12,8 @@ use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 
 use crate::manifest::{self, Scope};
 
-/// Whose token a request presented.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Credential {
-    Operator,
-    Declared(String),
-    /// A formation member's token: credential `member:<caller>`.
-    Member(String),
-}
+/// Whose token a request presented: the tokens interface's own type.
+pub use crate::bindings::tokens::Credential;
 
 impl fmt::Display for Credential {
     /// The credential's name, as the tokens file and a scope refusal spell it.
@@ -33,7 +27,7 @@ impl fmt::Display for Credential {
 }
 
 /// What a valid token lets its bearer do.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Grant {
     pub credential: Credential,
     pub scopes: Vec<Scope>,

@@ -14,8 +14,8 @@ use std::process::{ExitStatus, Stdio};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 
-use super::process::{GroupGuard, shell};
 use super::{Agent, AgentFuture, Outcome, RunningTask, TaskInput};
+use crate::process::{GroupGuard, shell};
 
 #[derive(Clone, Debug)]
 pub struct CommandAgent {

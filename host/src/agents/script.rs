@@ -197,7 +197,7 @@ mod tests {
 mod runs {
     use std::time::Duration;
 
-    use crate::imports::session::ResidueItem;
+    use crate::bindings::session::ResidueItem;
     use crate::tasks::testing::{hub_with, new_task, run, settle, until};
     use crate::tasks::{TaskAcceptance, TaskState};
 

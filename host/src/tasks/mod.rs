@@ -13,6 +13,7 @@
 //! published to the [`events`] log while the live lock is still held, so the
 //! log receives ids in order.
 
+pub mod agent;
 pub mod events;
 pub mod ids;
 pub mod lock;
@@ -27,15 +28,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{oneshot, watch};
 use tokio::task::AbortHandle;
 
-use crate::agents::{Agent, Outcome, TaskInput, process};
-pub use crate::imports::session::{
+pub use crate::bindings::session::{
     CompletionRefusal, DetachedShell, ResidueItem, StopReport, TaskAcceptance,
 };
-pub use crate::imports::task_store::{
+pub use crate::bindings::task_store::{
     Cursor, Image, ListQuery, NewTask, Origin, Page, RunningCommand, Status, Task, TaskError,
     TaskMetadata, TaskState,
 };
-pub use crate::imports::token_types::Credential;
+pub use crate::bindings::tokens::Credential;
+use crate::process;
+use agent::{Agent, Outcome, TaskInput};
 use events::{EventBody, EventLog, FrameKind, Reader};
 use store::{NewRecord, Owner, Sees, Store, Transition};
 

@@ -26,11 +26,11 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde_json::{Value, json};
 
-use crate::imports::session::{Delegation, DetachedShell, ResidueItem};
-use crate::imports::task_store::{
+use crate::bindings::session::{Delegation, DetachedShell, ResidueItem};
+use crate::bindings::task_store::{
     Cursor, ListQuery, Origin, Page, RunningCommand, Status, Task, TaskMetadata, TaskState,
 };
-use crate::imports::token_types::Credential;
+use crate::bindings::tokens::Credential;
 
 use super::ids;
 use super::lock::StateLock;

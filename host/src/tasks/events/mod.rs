@@ -34,9 +34,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::watch;
 
-pub use crate::imports::events::{ArtifactUpdate, Delivery, Event, EventBody, Frame, StatusUpdate};
-use crate::imports::session::ResidueItem;
-use crate::imports::task_store::{Status, TaskState};
+pub use crate::bindings::events::{
+    ArtifactUpdate, Delivery, Event, EventBody, Frame, StatusUpdate,
+};
+use crate::bindings::session::ResidueItem;
+use crate::bindings::task_store::{Status, TaskState};
 
 /// `--replay-buffer`: how many of the newest events a reconnecting stream can
 /// replay.

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::*;
 use crate::agents::{CommandAgent, ScriptAgent};
-use crate::imports::token_types::Credential;
+use crate::bindings::tokens::Credential;
 use crate::tasks::store::{self, Store};
 use crate::tasks::testing::{TempDir, hub_buffered, hub_with, new_task, settle, until};
 use crate::tasks::{Hub, TaskAcceptance, TaskError, now_ms};

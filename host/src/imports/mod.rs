@@ -1,0 +1,80 @@
+//! The host side of the door's `murmur:door` imports: one file per WIT
+//! interface, each implementing its generated host trait over
+//! [`DoorCtxView`], the way wasi-http's host traits are implemented over its
+//! view.
+//!
+//! An embedder keeps a [`DoorCtx`] and a [`ResourceTable`] in its own store
+//! data, implements [`DoorView`] to lend them out, and calls
+//! [`add_to_linker`]: the door's imports then answer from the session the
+//! context names, whatever else the store holds.
+
+pub mod events;
+pub mod session;
+pub mod task_store;
+pub mod tokens;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use wasmtime::component::{HasData, Linker, ResourceTable};
+
+use crate::bindings;
+use crate::session::Session;
+
+/// What the door's imports answer from, per request.
+pub struct DoorCtx {
+    pub session: Arc<Session>,
+    /// Set once the door has changed the session (started, continued or
+    /// canceled a task, stopped the session, delivered a completion): a
+    /// door failing after that had accepted its request.
+    pub changed: Arc<AtomicBool>,
+}
+
+impl DoorCtx {
+    /// A request's imports, answering from `session`, nothing changed yet.
+    pub fn new(session: Arc<Session>) -> DoorCtx {
+        DoorCtx {
+            session,
+            changed: Arc::default(),
+        }
+    }
+
+    /// Notes a change the door made, when `result` says it made one.
+    fn changing<T, E>(&self, result: Result<T, E>) -> Result<T, E> {
+        if result.is_ok() {
+            self.changed.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+/// The context and the resource table the imports use, borrowed from a
+/// store's data.
+pub struct DoorCtxView<'a> {
+    pub ctx: &'a mut DoorCtx,
+    /// The store's table: event readers and pollables live beside
+    /// wasi's resources.
+    pub table: &'a mut ResourceTable,
+}
+
+/// Store data that can answer the door's imports.
+pub trait DoorView: Send {
+    fn door(&mut self) -> DoorCtxView<'_>;
+}
+
+/// The [`HasData`] the generated `add_to_linker`s take.
+struct HasDoor;
+
+impl HasData for HasDoor {
+    type Data<'a> = DoorCtxView<'a>;
+}
+
+/// Adds the `murmur:door` interfaces (session, tokens, task-store, events)
+/// to `linker`, answered through `T`'s [`DoorView`].
+pub fn add_to_linker<T: DoorView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    bindings::session::add_to_linker::<T, HasDoor>(linker, T::door)?;
+    bindings::tokens::add_to_linker::<T, HasDoor>(linker, T::door)?;
+    bindings::task_store::add_to_linker::<T, HasDoor>(linker, T::door)?;
+    bindings::events::add_to_linker::<T, HasDoor>(linker, T::door)?;
+    Ok(())
+}

@@ -1,0 +1,42 @@
+//! `murmur:door/session`: the capsule's facts, whether the session closes,
+//! murmur.StopSession and delegation completions.
+
+use std::sync::atomic::Ordering;
+
+use super::DoorCtxView;
+use crate::bindings::session::{Capsule, CompletionReceipt, CompletionRefusal, Host, StopReport};
+
+impl Host for DoorCtxView<'_> {
+    fn describe(&mut self) -> Capsule {
+        self.ctx.session.capsule.clone()
+    }
+
+    fn closing(&mut self) -> bool {
+        self.ctx.session.closing()
+    }
+
+    /// murmur.StopSession: every live task canceled, and what the session
+    /// still runs.
+    fn stop(&mut self) -> Result<StopReport, String> {
+        self.ctx.changed.store(true, Ordering::Relaxed);
+        self.ctx.session.tasks.stop()
+    }
+
+    fn awaits_delegation(&mut self, delegation_id: String) -> Result<(), CompletionRefusal> {
+        self.ctx.session.tasks.awaits_delegation(&delegation_id)
+    }
+
+    fn deliver_completion(
+        &mut self,
+        delegation_id: String,
+        message: String,
+    ) -> Result<CompletionReceipt, CompletionRefusal> {
+        let delivered = self
+            .ctx
+            .session
+            .tasks
+            .deliver_completion(&delegation_id, message)
+            .map(|context_id| CompletionReceipt { context_id });
+        self.ctx.changing(delivered)
+    }
+}

@@ -1,0 +1,56 @@
+//! `murmur:door/task-store`: the session's tasks, as the caller may see
+//! them.
+
+use wasmtime::component::Resource;
+use wasmtime_wasi::p2::DynPollable;
+
+use super::DoorCtxView;
+use crate::bindings::task_store::{Caller, Host, ListQuery, NewTask, Page, Task, TaskError};
+
+impl Host for DoorCtxView<'_> {
+    fn start(&mut self, task: NewTask) -> Result<Task, TaskError> {
+        self.ctx.changing(self.ctx.session.tasks.start(task))
+    }
+
+    fn reply(
+        &mut self,
+        caller: Caller,
+        task_id: String,
+        context_id: Option<String>,
+        text: String,
+    ) -> Result<Task, TaskError> {
+        let replied = self
+            .ctx
+            .session
+            .tasks
+            .reply(&caller, &task_id, context_id.as_deref(), text);
+        self.ctx.changing(replied)
+    }
+
+    fn get(&mut self, caller: Caller, task_id: String) -> Result<Task, TaskError> {
+        self.ctx.session.tasks.get(&caller, &task_id)
+    }
+
+    fn cancel(&mut self, caller: Caller, task_id: String) -> Result<Task, TaskError> {
+        let canceled = self.ctx.session.tasks.cancel(&caller, &task_id);
+        self.ctx.changing(canceled)
+    }
+
+    fn list(&mut self, caller: Caller, query: ListQuery) -> Result<Page, TaskError> {
+        self.ctx.session.tasks.list(&caller, &query)
+    }
+
+    /// A pollable ready once the task settles; the request's table holds it.
+    fn settled(
+        &mut self,
+        caller: Caller,
+        task_id: String,
+    ) -> Result<Resource<DynPollable>, TaskError> {
+        let settled = self.ctx.session.tasks.settled(&caller, &task_id)?;
+        let full = |e: &dyn std::fmt::Display| {
+            TaskError::Unavailable(format!("the request holds too many resources: {e}"))
+        };
+        let resource = self.table.push(settled).map_err(|e| full(&e))?;
+        wasmtime_wasi::p2::subscribe(self.table, resource).map_err(|e| full(&e))
+    }
+}

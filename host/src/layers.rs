@@ -1,0 +1,135 @@
+//! The modules of this crate form layers: each uses only the ones below it.
+//! This test reads the sources and fails on a `crate::` path that points up
+//! or sideways, so the layering the README's layout table shows holds.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Bottom to top; modules on one line use none of each other.
+const LAYERS: &[&[&str]] = &[
+    // Generated types, and leaves that know no other module.
+    &["bindings", "process", "cpu", "memory", "manifest"],
+    // The domain: tokens, the task store and hub, the agents, the session.
+    &["tokens"],
+    &["tasks"],
+    &["agents"],
+    &["session"],
+    // The door's imports, over a view of the store's data.
+    &["imports"],
+    // One request's store, and the engine that instantiates doors in it.
+    &["request"],
+    &["engine"],
+    // Versions of the door, and the operator's surface over them.
+    &["swap"],
+    &["control"],
+    // The listener and what it bounds.
+    &["admission", "body", "connections"],
+    &["server"],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&module))
+}
+
+/// The code of `source` outside `#[cfg(test)]` items and comments.
+fn non_test_code(source: &str) -> String {
+    let mut code = String::new();
+    let mut lines = source.lines();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        if trimmed.starts_with("#[cfg(test)]") {
+            // Skip the item that follows: one line, or a braced block.
+            let mut depth = 0i32;
+            for line in lines.by_ref() {
+                depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
+                if depth <= 0 && (line.contains('}') || line.trim_end().ends_with(';')) {
+                    break;
+                }
+            }
+            continue;
+        }
+        code.push_str(line);
+        code.push('\n');
+    }
+    code
+}
+
+/// The top-level modules `code` names through `crate::`.
+fn uses(code: &str) -> BTreeSet<String> {
+    code.match_indices("crate::")
+        .map(|(at, _)| {
+            code[at + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+fn sources(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, files);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+}
+
+#[test]
+fn each_module_uses_only_the_layers_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut wrong = Vec::new();
+    let mut seen = BTreeSet::new();
+    for file in files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let top = relative
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_str()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_string();
+        // The crate root, the binary, test files and this test.
+        if ["lib", "main", "layers"].contains(&top.as_str())
+            || file.file_name().is_some_and(|n| n == "tests.rs")
+        {
+            continue;
+        }
+        let Some(from) = layer_of(&top) else {
+            wrong.push(format!("{top} is in no layer of LAYERS"));
+            continue;
+        };
+        seen.insert(top.clone());
+        let code = non_test_code(&std::fs::read_to_string(&file).unwrap());
+        for used in uses(&code).into_iter().filter(|m| *m != top) {
+            match layer_of(&used) {
+                Some(to) if to < from => {}
+                _ => wrong.push(format!("{} uses crate::{used}", relative.display())),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let listed: BTreeSet<String> = LAYERS
+        .iter()
+        .flat_map(|l| l.iter().map(|m| m.to_string()))
+        .collect();
+    assert_eq!(seen, listed, "LAYERS names a module that does not exist");
+}
+
+#[test]
+fn a_use_of_a_higher_layer_is_found() {
+    let code = non_test_code(
+        "use crate::server::Server;\n// crate::control in a comment\n#[cfg(test)]\nmod tests {\n    use crate::swap;\n}\n",
+    );
+    assert_eq!(uses(&code), BTreeSet::from(["server".to_string()]));
+}
