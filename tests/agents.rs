@@ -3,7 +3,7 @@
 //! ("Answers" for the held request and a client that disconnects; "Parts" for
 //! the untrusted fence).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::TcpStream;

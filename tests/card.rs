@@ -3,7 +3,7 @@
 //! extension", "Capsule extension", "Stream extension"): compared with the
 //! reference's examples key for key, in order, up to the session id and url.
 
-mod common;
+use crate::common;
 
 use common::{Door, ordered};
 use serde_json::{Value, json};

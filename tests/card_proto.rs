@@ -7,7 +7,7 @@
 //! tests/proto/requirements.txt), from a virtualenv this test creates itself
 //! at target/py-venv.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -3,7 +3,7 @@
 //! step of the check order, with the exact status, headers, code, message and
 //! ErrorInfo the reference gives.
 
-mod common;
+use crate::common;
 
 use common::Door;
 use common::rpc::{a2a_error, assert_refusal, assert_rpc_error, rpc};

@@ -4,7 +4,7 @@
 //! keeps serving. The broken doors are components written in text here, and
 //! the garbage ones `tests/faults-door`, built by the test.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};

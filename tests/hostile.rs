@@ -3,7 +3,7 @@
 //! scaled down to what still tells a bound from none; `bench/hostile.py`
 //! runs them full size.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};

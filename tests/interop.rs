@@ -33,7 +33,7 @@
 //! tests/card_proto.rs), the npm one with `npm ci` of
 //! tests/interop/package-lock.json in target/js-interop.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

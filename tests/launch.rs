@@ -1,7 +1,7 @@
 //! Launching a door: the manifest it refuses, the tokens it mints ("Tokens"),
 //! and what it logs.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! in any offset, and includeArtifacts. Driven by the script agent on a public
 //! door, where every caller sees every task ("Who sees a task").
 
-mod common;
+use crate::common;
 
 use common::{Door, id, ids, ordered};
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! script agent, which answers a text whose first line is no keyword with the
 //! whole text it received.
 
-mod common;
+use crate::common;
 
 use base64::Engine;
 use common::Door;

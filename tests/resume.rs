@@ -6,7 +6,7 @@
 //! "the session restarted while this task was live". A launch without
 //! --resume starts a new session.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@
 //! the wasmtime CLI from PyPI in a virtualenv under `target/wasmtime-venv`
 //! (`tests/standalone/requirements.txt`).
 
-mod common;
+use crate::common;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

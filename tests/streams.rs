@@ -3,7 +3,7 @@
 //! and ids, replay from Last-Event-ID, gap, extension activation and echo,
 //! refusals as JSON bodies, and how each stream ends.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! The second door version is the embedded door with a custom section
 //! appended: the same code, another digest.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -194,7 +194,7 @@ fn finish(handles: Vec<std::thread::JoinHandle<Tally>>) -> Tally {
 
 /// How many swaps the load test makes: 50, or `MURMUR_SWAPS` (the closing
 /// note's numbers are from `MURMUR_SWAPS=100 cargo test --release -p
-/// murmur-door-host --test swap -- --nocapture under_load`).
+/// murmur-door-host --test e2e -- --nocapture swap::under_load`).
 fn swaps() -> u64 {
     std::env::var("MURMUR_SWAPS")
         .ok()

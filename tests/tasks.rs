@@ -3,7 +3,7 @@
 //! "Residue items", "Completion errors", "Door extension" peerTasks), driven
 //! by the script agent.
 
-mod common;
+use crate::common;
 
 use common::{Door, settle};
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 //! held, in GetTask, CancelTask, a message's taskId and referenceTaskIds, and
 //! ListTasks, page tokens included.
 
-mod common;
+use crate::common;
 
 use common::{Door, id, ids, not_found};
 use serde_json::{Value, json};

@@ -1,0 +1,23 @@
+//! The end-to-end tests, one binary: each module starts the release binary
+//! (or, for `guest_faults`, the host library) and speaks HTTP to it, one
+//! rule family a module. `cargo test --release --test e2e <module>::` runs
+//! one family; the helpers they share are in `common/`.
+
+mod common;
+
+mod agents;
+mod card;
+mod card_proto;
+mod front_door;
+mod guest_faults;
+mod hostile;
+mod interop;
+mod launch;
+mod listing;
+mod messages;
+mod resume;
+mod standalone;
+mod streams;
+mod swap;
+mod tasks;
+mod visibility;
