@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::card::{self, CardKind};
-use crate::errors::{Refusal, RpcError};
+use crate::errors::{InvalidParams, Refusal, RpcError};
 use crate::extensions;
 use crate::http::{Request, Response};
 use crate::imports::Imports;
@@ -230,7 +230,7 @@ fn params_object(params: Option<Value>) -> Result<Map<String, Value>, RpcError> 
     match params {
         None => Ok(Map::new()),
         Some(Value::Object(params)) => Ok(params),
-        Some(_) => Err(RpcError::params_not_object()),
+        Some(_) => Err(RpcError::invalid_params(InvalidParams::ParamsNotObject)),
     }
 }
 
@@ -239,7 +239,7 @@ fn no_tenant(params: &Map<String, Value>) -> Result<(), RpcError> {
     match params.get("tenant") {
         None => Ok(()),
         Some(Value::String(tenant)) if tenant.is_empty() => Ok(()),
-        Some(tenant) => Err(RpcError::tenant(tenant)),
+        Some(tenant) => Err(RpcError::invalid_params(InvalidParams::Tenant(tenant))),
     }
 }
 
@@ -313,11 +313,9 @@ fn serve<I: Imports>(
         Method::ListTasks => task_methods::list_tasks(imports, params, caller)?,
         Method::GetExtendedAgentCard => card::card(capsule, CardKind::Extended),
         Method::StopSession => {
-            let report = imports.stop().map_err(|why| {
-                RpcError::internal(format!(
-                    "Internal error: the session could not record the stop: {why}"
-                ))
-            })?;
+            let report = imports
+                .stop()
+                .map_err(|why| RpcError::stop_unrecorded(&why))?;
             let result = json!({
                 "canceled": report.canceled,
                 "residue": report.residue.iter().map(residue_item).collect::<Vec<_>>(),

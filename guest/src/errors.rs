@@ -1,9 +1,13 @@
 //! Every error the door answers, in one place: the JSON-RPC codes with their
-//! reasons and message templates ("Errors", "Completion errors"), and the HTTP
-//! refusals of the check order's steps 2, 3, 4 and 11 ("What the door
-//! answers").
+//! reasons and messages ("Errors", "Completion errors"), every -32602 text
+//! ([`InvalidParams`], grouped by the reference section that words it), and
+//! the HTTP refusals of the check order's steps 2, 3, 4 and 11 ("What the door
+//! answers"). The other modules name an error; none spells a message.
 
 use serde_json::{Map, Value, json};
+
+use crate::extensions;
+use crate::message::MAX_REFERENCES;
 
 const ERROR_INFO: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 const A2A_DOMAIN: &str = "a2a-protocol.org";
@@ -93,26 +97,26 @@ impl RpcError {
         RpcError::standard(-32601, "Method not found")
     }
 
-    /// -32602 with the message as the reference words it.
-    pub fn invalid_params(message: impl Into<String>) -> RpcError {
-        RpcError::standard(-32602, message)
+    /// -32602, naming the parameter.
+    pub fn invalid_params(which: InvalidParams<'_>) -> RpcError {
+        RpcError::standard(-32602, which.message())
     }
 
-    /// -32602: params present and not an object (step 12).
-    pub fn params_not_object() -> RpcError {
-        RpcError::invalid_params("Invalid params: params must be an object")
+    /// -32603: the session could not take a request the door accepted.
+    pub fn session_unavailable(why: &str) -> RpcError {
+        RpcError::standard(
+            -32603,
+            format!("Internal error: the session could not take this request: {why}"),
+        )
     }
 
-    /// -32602: a tenant other than "" (step 13); the value shown as JSON.
-    pub fn tenant(value: &Value) -> RpcError {
-        RpcError::invalid_params(format!(
-            "Invalid params: tenant {value} names a tenant; this agent serves no tenants, so omit tenant"
-        ))
-    }
-
-    /// -32603: a request the door accepted and could not hand to the session.
-    pub fn internal(message: impl Into<String>) -> RpcError {
-        RpcError::standard(-32603, message)
+    /// -32603: murmur.StopSession, when the store could not record every
+    /// cancel.
+    pub fn stop_unrecorded(why: &str) -> RpcError {
+        RpcError::standard(
+            -32603,
+            format!("Internal error: the session could not record the stop: {why}"),
+        )
     }
 
     /// -32001 TaskNotFoundError.
@@ -149,7 +153,7 @@ impl RpcError {
     }
 
     /// -32004 UnsupportedOperationError for a method this door does not serve.
-    pub fn unsupported_method(method: &str, why: &str) -> RpcError {
+    fn unsupported_method(method: &str, why: &str) -> RpcError {
         RpcError::a2a(
             -32004,
             "UNSUPPORTED_OPERATION",
@@ -158,12 +162,59 @@ impl RpcError {
         )
     }
 
+    /// -32004: GetExtendedAgentCard to a public door (step 10).
+    pub fn no_extended_card(method: &str) -> RpcError {
+        RpcError::unsupported_method(method, "this door is public and has no extended card")
+    }
+
+    /// -32004: SendStreamingMessage or SubscribeToTask to a door that starts no
+    /// task (step 10).
+    pub fn starts_no_task(method: &str) -> RpcError {
+        RpcError::unsupported_method(
+            method,
+            "this capsule starts no task (lifecycle.task_acceptance: none)",
+        )
+    }
+
+    /// -32004 ("Continuing a task"): a message naming a task that has ended.
+    pub fn continues_ended_task(task_id: &str, state: &str) -> RpcError {
+        RpcError::unsupported_for_task(
+            format!(
+                "Task {task_id} has ended in {state}; send a new message without taskId, in the same contextId, to start a new task"
+            ),
+            task_id,
+            state,
+        )
+    }
+
+    /// -32004 ("Continuing a task"): a message naming a task that is
+    /// submitted or working.
+    pub fn continues_busy_task(task_id: &str, state: &str) -> RpcError {
+        RpcError::unsupported_for_task(
+            format!(
+                "Task {task_id} is {state}; a task takes a message only while it waits in TASK_STATE_INPUT_REQUIRED"
+            ),
+            task_id,
+            state,
+        )
+    }
+
+    /// -32004 ("SubscribeToTask"): a task that has ended.
+    pub fn subscribes_ended_task(task_id: &str, state: &str) -> RpcError {
+        RpcError::unsupported_for_task(
+            format!("Task {task_id} has ended in {state}; there is nothing left to follow"),
+            task_id,
+            state,
+        )
+    }
+
+    /// -32004: the store refused a task the door named for its state.
+    pub fn task_in_state(task_id: &str, state: &str) -> RpcError {
+        RpcError::unsupported_for_task(format!("Task {task_id} is {state}"), task_id, state)
+    }
+
     /// -32004 UnsupportedOperationError naming a task and its state.
-    pub fn unsupported_for_task(
-        message: impl Into<String>,
-        task_id: &str,
-        state: &str,
-    ) -> RpcError {
+    fn unsupported_for_task(message: String, task_id: &str, state: &str) -> RpcError {
         RpcError::a2a(
             -32004,
             "UNSUPPORTED_OPERATION",
@@ -175,9 +226,31 @@ impl RpcError {
         )
     }
 
+    /// -32005 ("Parts"): the first url part.
+    pub fn url_part(part_index: usize, media_type: Option<&str>) -> RpcError {
+        RpcError::content_type_not_supported(
+            format!("message.parts[{part_index}] is a url part; {PARTS_READ}"),
+            part_index,
+            media_type,
+        )
+    }
+
+    /// -32005 ("Parts"): the first raw part that is not an image.
+    pub fn raw_part(part_index: usize, media_type: Option<&str>) -> RpcError {
+        let what = match media_type {
+            Some(t) => format!("a raw part of media type {t}"),
+            None => "a raw part without a media type".to_string(),
+        };
+        RpcError::content_type_not_supported(
+            format!("message.parts[{part_index}] is {what}; {PARTS_READ}"),
+            part_index,
+            media_type,
+        )
+    }
+
     /// -32005 ContentTypeNotSupportedError for the first refused part.
-    pub fn content_type_not_supported(
-        message: impl Into<String>,
+    fn content_type_not_supported(
+        message: String,
         part_index: usize,
         media_type: Option<&str>,
     ) -> RpcError {
@@ -262,6 +335,185 @@ impl RpcError {
             );
         }
         Value::Object(error)
+    }
+}
+
+/// What a -32005 message says the door reads ("Parts").
+const PARTS_READ: &str = "this agent reads text parts, data parts and image raw parts only";
+
+/// Every -32602 the door answers, each worded once. The reference's own
+/// wording is quoted where it gives one; the rest name the parameter as the
+/// "Errors" table asks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum InvalidParams<'a> {
+    // "What the door answers", steps 12 and 13; "Tenants".
+    /// params present and not an object.
+    ParamsNotObject,
+    /// params.tenant other than "", shown as JSON: "Invalid params: tenant
+    /// "acme" names a tenant; this agent serves no tenants, so omit tenant".
+    Tenant(&'a Value),
+
+    // "Messages", checks 1 to 5 and 7.
+    MessageNotObject,
+    MessageRequired,
+    MessageId,
+    Role,
+    Parts,
+    PartNotObject(usize),
+    /// A part setting none, or more than one, of text, raw, url and data.
+    PartKind(usize),
+    /// A part's text, raw, url, mediaType or filename that is not a string.
+    PartField {
+        index: usize,
+        key: &'static str,
+    },
+    /// taskId or contextId that is not a string.
+    MessageField(&'a str),
+    References,
+    /// referenceTaskIds naming this many distinct tasks, past 16.
+    TooManyReferences(usize),
+    ReturnImmediately,
+
+    // "forgetSession": its table, word for word.
+    DoorMetadataNotObject,
+    ForgetSessionNotBoolean,
+    /// forgetSession: true on a message naming this taskId.
+    ForgetSessionContinues(&'a str),
+    ForgetSessionWithoutProcess,
+
+    // "Image parts": its table's rows, naming message.parts[<i>].
+    ImageNotBase64(usize),
+    ImageNotOfType {
+        index: usize,
+        media_type: &'a str,
+    },
+    ImageTooLarge {
+        index: usize,
+        bytes: usize,
+        max_bytes: u64,
+    },
+    ImageOverLimit {
+        index: usize,
+        max_per_turn: u32,
+    },
+    ImageContinues {
+        index: usize,
+        task_id: &'a str,
+    },
+    ImageToProcess(usize),
+
+    // "Continuing a task": a waiting task in another contextId.
+    OtherContext {
+        context_id: &'a str,
+        task_id: &'a str,
+    },
+    /// The store's answer when the door named no contextId of its own.
+    WaitsInAnotherContext(&'a str),
+
+    // "GetTask", "SubscribeToTask": "GetTask requires an id", "SubscribeToTask
+    // requires an id", and CancelTask's alike.
+    NoId(&'a str),
+
+    // "ListTasks", in the order its params are read.
+    ContextId,
+    Status,
+    PageSize,
+    PageToken,
+    /// The reference's wording.
+    StatusTimestampAfter,
+    IncludeArtifacts,
+}
+
+impl InvalidParams<'_> {
+    pub fn message(&self) -> String {
+        use InvalidParams as P;
+        let door = extensions::DOOR;
+        match *self {
+            P::ParamsNotObject => "Invalid params: params must be an object".into(),
+            P::Tenant(value) => format!(
+                "Invalid params: tenant {value} names a tenant; this agent serves no tenants, so omit tenant"
+            ),
+
+            P::MessageNotObject => "Invalid params: message must be an object".into(),
+            P::MessageRequired => "Invalid params: message is required".into(),
+            P::MessageId => "Invalid params: message.messageId must be a non-empty string".into(),
+            P::Role => "Invalid params: message.role must be ROLE_USER".into(),
+            P::Parts => "Invalid params: message.parts must be a non-empty array".into(),
+            P::PartNotObject(i) => format!("Invalid params: message.parts[{i}] must be an object"),
+            P::PartKind(i) => format!(
+                "Invalid params: message.parts[{i}] must set exactly one of text, raw, url and data"
+            ),
+            P::PartField { index, key } => {
+                format!("Invalid params: message.parts[{index}].{key} must be a string")
+            }
+            P::MessageField(key) => format!("Invalid params: message.{key} must be a string"),
+            P::References => {
+                "Invalid params: message.referenceTaskIds must be an array of non-empty strings"
+                    .into()
+            }
+            P::TooManyReferences(n) => format!(
+                "Invalid params: message.referenceTaskIds names {n} distinct tasks; at most {MAX_REFERENCES}"
+            ),
+            P::ReturnImmediately => "configuration.returnImmediately must be a boolean".into(),
+
+            P::DoorMetadataNotObject => {
+                format!("Invalid params: message.metadata[\"{door}\"] must be an object")
+            }
+            P::ForgetSessionNotBoolean => format!(
+                "Invalid params: message.metadata[\"{door}\"].forgetSession must be a boolean"
+            ),
+            P::ForgetSessionContinues(task_id) => format!(
+                "Invalid params: forgetSession starts a new conversation, so it goes on a message that starts a task, not on one that continues task {task_id}"
+            ),
+            P::ForgetSessionWithoutProcess => "forgetSession asks this capsule to forget the harness session this context names, and only a capsule on inference.transport: process has one".into(),
+
+            P::ImageNotBase64(i) => format!(
+                "Invalid params: message.parts[{i}] is not base64: raw must hold the image's bytes in base64"
+            ),
+            P::ImageNotOfType { index, media_type } => format!(
+                "Invalid params: message.parts[{index}] is not a {media_type} image: its first bytes are not those of {media_type}"
+            ),
+            P::ImageTooLarge {
+                index,
+                bytes,
+                max_bytes,
+            } => format!(
+                "Invalid params: message.parts[{index}] is {bytes} bytes, larger than context.images.max_bytes ({max_bytes})"
+            ),
+            P::ImageOverLimit {
+                index,
+                max_per_turn,
+            } => format!(
+                "Invalid params: message.parts[{index}] is one image more than context.images.max_per_turn ({max_per_turn}) allows in a message"
+            ),
+            P::ImageContinues { index, task_id } => format!(
+                "Invalid params: message.parts[{index}] is an image, and images go on the message that starts a task, not on one that continues task {task_id}"
+            ),
+            P::ImageToProcess(i) => format!(
+                "Invalid params: message.parts[{i}] is an image, and a capsule on inference.transport: process takes no images from the door"
+            ),
+
+            P::OtherContext {
+                context_id,
+                task_id,
+            } => format!(
+                "Invalid params: message.contextId {context_id} is not the context of task {task_id}, which waits for input"
+            ),
+            P::WaitsInAnotherContext(task_id) => {
+                format!("Invalid params: task {task_id} waits in another context")
+            }
+
+            P::NoId(method) => format!("{method} requires an id"),
+
+            P::ContextId => "Invalid params: contextId must be a string".into(),
+            P::Status => "Invalid params: status must be a TASK_STATE_* name".into(),
+            P::PageSize => "Invalid params: pageSize must be an integer from 1".into(),
+            P::PageToken => {
+                "Invalid params: pageToken is not a page token this door answered".into()
+            }
+            P::StatusTimestampAfter => "statusTimestampAfter must be an RFC 3339 timestamp, such as 2026-10-13T09:00:00Z".into(),
+            P::IncludeArtifacts => "Invalid params: includeArtifacts must be a boolean".into(),
+        }
     }
 }
 

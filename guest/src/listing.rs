@@ -4,7 +4,7 @@
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use crate::errors::RpcError;
+use crate::errors::{InvalidParams, RpcError};
 use crate::model::{Cursor, ListQuery, Page, TaskState};
 use crate::task::{self, Artifacts};
 use crate::timestamp;
@@ -22,8 +22,8 @@ pub struct Listing {
     pub include_artifacts: bool,
 }
 
-fn invalid(message: &str) -> RpcError {
-    RpcError::invalid_params(message)
+fn invalid(which: InvalidParams<'_>) -> RpcError {
+    RpcError::invalid_params(which)
 }
 
 /// Reads the params in order; the first one refused answers.
@@ -32,7 +32,7 @@ pub fn read(params: &Map<String, Value>) -> Result<Listing, RpcError> {
         None => None,
         Some(Value::String(s)) if s.is_empty() => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(invalid("Invalid params: contextId must be a string")),
+        Some(_) => return Err(invalid(InvalidParams::ContextId)),
     };
     let (state, matches_nothing) = match params.get("status") {
         None => (None, false),
@@ -49,11 +49,7 @@ pub fn read(params: &Map<String, Value>) -> Result<Listing, RpcError> {
         // written (5, 5.0, 1e20); beyond the cap it reads as the cap.
         Some(size) => match size.as_f64() {
             Some(n) if n >= 1.0 && n.fract() == 0.0 => n.min(f64::from(MAX_PAGE_SIZE)) as u32,
-            _ => {
-                return Err(invalid(
-                    "Invalid params: pageSize must be an integer from 1",
-                ));
-            }
+            _ => return Err(invalid(InvalidParams::PageSize)),
         },
     };
     let after = match params.get("pageToken") {
@@ -72,11 +68,7 @@ pub fn read(params: &Map<String, Value>) -> Result<Listing, RpcError> {
     let include_artifacts = match params.get("includeArtifacts") {
         None => false,
         Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            return Err(invalid(
-                "Invalid params: includeArtifacts must be a boolean",
-            ));
-        }
+        Some(_) => return Err(invalid(InvalidParams::IncludeArtifacts)),
     };
     Ok(Listing {
         query: ListQuery {
@@ -92,15 +84,15 @@ pub fn read(params: &Map<String, Value>) -> Result<Listing, RpcError> {
 }
 
 fn status_refused() -> RpcError {
-    invalid("Invalid params: status must be a TASK_STATE_* name")
+    invalid(InvalidParams::Status)
 }
 
 fn token_refused() -> RpcError {
-    invalid("Invalid params: pageToken is not a page token this door answered")
+    invalid(InvalidParams::PageToken)
 }
 
 fn timestamp_refused() -> RpcError {
-    invalid("statusTimestampAfter must be an RFC 3339 timestamp, such as 2026-10-13T09:00:00Z")
+    invalid(InvalidParams::StatusTimestampAfter)
 }
 
 /// A TASK_STATE_* name the door produces.

@@ -5,7 +5,7 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use crate::errors::RpcError;
+use crate::errors::{InvalidParams, RpcError};
 use crate::extensions;
 use crate::model::{Capsule, Image, Transport};
 
@@ -43,8 +43,8 @@ pub struct Message {
     pub return_immediately: bool,
 }
 
-fn invalid(message: impl Into<String>) -> RpcError {
-    RpcError::invalid_params(message)
+fn invalid(which: InvalidParams<'_>) -> RpcError {
+    RpcError::invalid_params(which)
 }
 
 /// Reads `params.message` and `params.configuration`, checks 1 to 11.
@@ -52,40 +52,35 @@ pub fn read(params: &Map<String, Value>, capsule: &Capsule) -> Result<Message, R
     // 1. params.message is an object.
     let message = match params.get("message") {
         Some(Value::Object(message)) => message,
-        Some(_) => return Err(invalid("Invalid params: message must be an object")),
-        None => return Err(invalid("Invalid params: message is required")),
+        Some(_) => return Err(invalid(InvalidParams::MessageNotObject)),
+        None => return Err(invalid(InvalidParams::MessageRequired)),
     };
     // 2. messageId, role, then parts.
     match message.get("messageId") {
         Some(Value::String(id)) if !id.is_empty() => {}
-        _ => {
-            return Err(invalid(
-                "Invalid params: message.messageId must be a non-empty string",
-            ));
-        }
+        _ => return Err(invalid(InvalidParams::MessageId)),
     }
     if message.get("role") != Some(&Value::String("ROLE_USER".into())) {
-        return Err(invalid("Invalid params: message.role must be ROLE_USER"));
+        return Err(invalid(InvalidParams::Role));
     }
     let parts = match message.get("parts") {
         Some(Value::Array(parts)) if !parts.is_empty() => parts,
-        _ => {
-            return Err(invalid(
-                "Invalid params: message.parts must be a non-empty array",
-            ));
-        }
+        _ => return Err(invalid(InvalidParams::Parts)),
     };
     // 3. Every part sets exactly one of text, raw, url and data.
     let parts = parts
         .iter()
         .enumerate()
         .map(|(i, part)| {
-            let part = part.as_object().ok_or_else(|| invalid(format!("Invalid params: message.parts[{i}] must be an object")))?;
-            let set = ["text", "raw", "url", "data"].into_iter().filter(|k| part.contains_key(*k)).count();
+            let part = part
+                .as_object()
+                .ok_or_else(|| invalid(InvalidParams::PartNotObject(i)))?;
+            let set = ["text", "raw", "url", "data"]
+                .into_iter()
+                .filter(|k| part.contains_key(*k))
+                .count();
             if set != 1 {
-                return Err(invalid(format!(
-                    "Invalid params: message.parts[{i}] must set exactly one of text, raw, url and data"
-                )));
+                return Err(invalid(InvalidParams::PartKind(i)));
             }
             Ok(part)
         })
@@ -94,9 +89,7 @@ pub fn read(params: &Map<String, Value>, capsule: &Capsule) -> Result<Message, R
     for (i, part) in parts.iter().enumerate() {
         for key in ["text", "raw", "url", "mediaType", "filename"] {
             if part.get(key).is_some_and(|v| !v.is_string()) {
-                return Err(invalid(format!(
-                    "Invalid params: message.parts[{i}].{key} must be a string"
-                )));
+                return Err(invalid(InvalidParams::PartField { index: i, key }));
             }
         }
     }
@@ -111,32 +104,16 @@ pub fn read(params: &Map<String, Value>, capsule: &Capsule) -> Result<Message, R
     let return_immediately = match configuration.and_then(|c| c.get("returnImmediately")) {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(invalid("configuration.returnImmediately must be a boolean")),
+        Some(_) => return Err(invalid(InvalidParams::ReturnImmediately)),
     };
     // 8. The first url part, or raw part that is not an image: -32005.
     for (i, part) in parts.iter().enumerate() {
         let media_type = part.get("mediaType").and_then(Value::as_str);
         if part.contains_key("url") {
-            return Err(RpcError::content_type_not_supported(
-                format!(
-                    "message.parts[{i}] is a url part; this agent reads text parts, data parts and image raw parts only"
-                ),
-                i,
-                media_type,
-            ));
+            return Err(RpcError::url_part(i, media_type));
         }
         if part.contains_key("raw") && !media_type.is_some_and(|t| IMAGE_TYPES.contains(&t)) {
-            let what = match media_type {
-                Some(t) => format!("a raw part of media type {t}"),
-                None => "a raw part without a media type".to_string(),
-            };
-            return Err(RpcError::content_type_not_supported(
-                format!(
-                    "message.parts[{i}] is {what}; this agent reads text parts, data parts and image raw parts only"
-                ),
-                i,
-                media_type,
-            ));
+            return Err(RpcError::raw_part(i, media_type));
         }
     }
     // 9. A push notification config: -32003.
@@ -148,9 +125,7 @@ pub fn read(params: &Map<String, Value>, capsule: &Capsule) -> Result<Message, R
     }
     // 10. forgetSession to a capsule without a harness session.
     if forget_session && capsule.transport != Transport::Process {
-        return Err(invalid(
-            "forgetSession asks this capsule to forget the harness session this context names, and only a capsule on inference.transport: process has one",
-        ));
+        return Err(invalid(InvalidParams::ForgetSessionWithoutProcess));
     }
     // 11. The image parts, in order.
     let mut images = Vec::new();
@@ -202,9 +177,7 @@ fn optional_string(message: &Map<String, Value>, key: &str) -> Result<Option<Str
         None => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(invalid(format!(
-            "Invalid params: message.{key} must be a string"
-        ))),
+        Some(_) => Err(invalid(InvalidParams::MessageField(key))),
     }
 }
 
@@ -214,9 +187,7 @@ fn references(message: &Map<String, Value>) -> Result<Vec<String>, RpcError> {
     let Some(value) = message.get("referenceTaskIds") else {
         return Ok(Vec::new());
     };
-    let malformed = || {
-        invalid("Invalid params: message.referenceTaskIds must be an array of non-empty strings")
-    };
+    let malformed = || invalid(InvalidParams::References);
     let mut ids: Vec<String> = Vec::new();
     for id in value.as_array().ok_or_else(malformed)? {
         let id = id
@@ -228,10 +199,7 @@ fn references(message: &Map<String, Value>) -> Result<Vec<String>, RpcError> {
         }
     }
     if ids.len() > MAX_REFERENCES {
-        return Err(invalid(format!(
-            "Invalid params: message.referenceTaskIds names {} distinct tasks; at most {MAX_REFERENCES}",
-            ids.len()
-        )));
+        return Err(invalid(InvalidParams::TooManyReferences(ids.len())));
     }
     Ok(ids)
 }
@@ -249,26 +217,16 @@ fn forget_session(
     else {
         return Ok((false, false));
     };
-    let door = door.as_object().ok_or_else(|| {
-        invalid(format!(
-            "Invalid params: message.metadata[\"{}\"] must be an object",
-            extensions::DOOR
-        ))
-    })?;
+    let door = door
+        .as_object()
+        .ok_or_else(|| invalid(InvalidParams::DoorMetadataNotObject))?;
     let forget = match door.get("forgetSession") {
         None => false,
         Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            return Err(invalid(format!(
-                "Invalid params: message.metadata[\"{}\"].forgetSession must be a boolean",
-                extensions::DOOR
-            )));
-        }
+        Some(_) => return Err(invalid(InvalidParams::ForgetSessionNotBoolean)),
     };
     if let (true, Some(task_id)) = (forget, task_id) {
-        return Err(invalid(format!(
-            "Invalid params: forgetSession starts a new conversation, so it goes on a message that starts a task, not on one that continues task {task_id}"
-        )));
+        return Err(invalid(InvalidParams::ForgetSessionContinues(task_id)));
     }
     Ok((true, forget))
 }
@@ -282,36 +240,34 @@ fn image(
     task_id: Option<&str>,
     capsule: &Capsule,
 ) -> Result<Image, RpcError> {
-    let refuse = |why: String| invalid(format!("Invalid params: message.parts[{index}] {why}"));
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(raw)
-        .map_err(|_| refuse("is not base64: raw must hold the image's bytes in base64".into()))?;
+        .map_err(|_| invalid(InvalidParams::ImageNotBase64(index)))?;
     if !is_image_of(&bytes, &media_type) {
-        return Err(refuse(format!(
-            "is not a {media_type} image: its first bytes are not those of {media_type}"
-        )));
+        return Err(invalid(InvalidParams::ImageNotOfType {
+            index,
+            media_type: &media_type,
+        }));
     }
     let limits = capsule.images;
     if bytes.len() as u64 > limits.max_bytes {
-        return Err(refuse(format!(
-            "is {} bytes, larger than context.images.max_bytes ({})",
-            bytes.len(),
-            limits.max_bytes
-        )));
+        return Err(invalid(InvalidParams::ImageTooLarge {
+            index,
+            bytes: bytes.len(),
+            max_bytes: limits.max_bytes,
+        }));
     }
     if earlier >= limits.max_per_turn as usize {
-        return Err(refuse(format!(
-            "is one image more than context.images.max_per_turn ({}) allows in a message",
-            limits.max_per_turn
-        )));
+        return Err(invalid(InvalidParams::ImageOverLimit {
+            index,
+            max_per_turn: limits.max_per_turn,
+        }));
     }
     if let Some(task_id) = task_id {
-        return Err(refuse(format!(
-            "is an image, and images go on the message that starts a task, not on one that continues task {task_id}"
-        )));
+        return Err(invalid(InvalidParams::ImageContinues { index, task_id }));
     }
     if capsule.transport == Transport::Process {
-        return Err(refuse("is an image, and a capsule on inference.transport: process takes no images from the door".into()));
+        return Err(invalid(InvalidParams::ImageToProcess(index)));
     }
     Ok(Image { media_type, bytes })
 }

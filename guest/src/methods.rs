@@ -113,14 +113,10 @@ impl Method {
         }
         Err(match method {
             Method::PushConfig => RpcError::push_not_supported(),
-            Method::GetExtendedAgentCard => RpcError::unsupported_method(
-                method.name(),
-                "this door is public and has no extended card",
-            ),
-            Method::SendStreamingMessage | Method::SubscribeToTask => RpcError::unsupported_method(
-                method.name(),
-                "this capsule starts no task (lifecycle.task_acceptance: none)",
-            ),
+            Method::GetExtendedAgentCard => RpcError::no_extended_card(method.name()),
+            Method::SendStreamingMessage | Method::SubscribeToTask => {
+                RpcError::starts_no_task(method.name())
+            }
             _ => RpcError::method_not_found(),
         })
     }

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::agent_text;
-use crate::errors::RpcError;
+use crate::errors::{InvalidParams, RpcError};
 use crate::extensions;
 use crate::http::Response;
 use crate::imports::Imports;
@@ -114,26 +114,14 @@ fn text_for_agent(
 /// A message naming a task that does not take it ("Continuing a task").
 fn continue_error(error: TaskError, task_id: &str, context_id: Option<&str>) -> RpcError {
     match error {
-        TaskError::WrongState(state) if state.terminal() => RpcError::unsupported_for_task(
-            format!(
-                "Task {task_id} has ended in {}; send a new message without taskId, in the same contextId, to start a new task",
-                state.wire()
-            ),
+        TaskError::WrongState(state) if state.terminal() => {
+            RpcError::continues_ended_task(task_id, state.wire())
+        }
+        TaskError::WrongState(state) => RpcError::continues_busy_task(task_id, state.wire()),
+        TaskError::OtherContext => RpcError::invalid_params(InvalidParams::OtherContext {
+            context_id: context_id.unwrap_or_default(),
             task_id,
-            state.wire(),
-        ),
-        TaskError::WrongState(state) => RpcError::unsupported_for_task(
-            format!(
-                "Task {task_id} is {}; a task takes a message only while it waits in TASK_STATE_INPUT_REQUIRED",
-                state.wire()
-            ),
-            task_id,
-            state.wire(),
-        ),
-        TaskError::OtherContext => RpcError::invalid_params(format!(
-            "Invalid params: message.contextId {} is not the context of task {task_id}, which waits for input",
-            context_id.unwrap_or_default()
-        )),
+        }),
         other => store_error(other, task_id),
     }
 }
@@ -142,17 +130,11 @@ fn continue_error(error: TaskError, task_id: &str, context_id: Option<&str>) -> 
 pub fn store_error(error: TaskError, task_id: &str) -> RpcError {
     match error {
         TaskError::NotFound => RpcError::task_not_found(task_id),
-        TaskError::WrongState(state) => RpcError::unsupported_for_task(
-            format!("Task {task_id} is {}", state.wire()),
-            task_id,
-            state.wire(),
-        ),
-        TaskError::OtherContext => RpcError::invalid_params(format!(
-            "Invalid params: task {task_id} waits in another context"
-        )),
-        TaskError::Unavailable(why) => RpcError::internal(format!(
-            "Internal error: the session could not take this request: {why}"
-        )),
+        TaskError::WrongState(state) => RpcError::task_in_state(task_id, state.wire()),
+        TaskError::OtherContext => {
+            RpcError::invalid_params(InvalidParams::WaitsInAnotherContext(task_id))
+        }
+        TaskError::Unavailable(why) => RpcError::session_unavailable(&why),
     }
 }
 
@@ -166,16 +148,8 @@ pub fn deliver_completion(
 ) -> Result<Response, RpcError> {
     let message = match params.get("message") {
         Some(message @ Value::Object(_)) => message,
-        Some(_) => {
-            return Err(RpcError::invalid_params(
-                "Invalid params: message must be an object",
-            ));
-        }
-        None => {
-            return Err(RpcError::invalid_params(
-                "Invalid params: message is required",
-            ));
-        }
+        Some(_) => return Err(RpcError::invalid_params(InvalidParams::MessageNotObject)),
+        None => return Err(RpcError::invalid_params(InvalidParams::MessageRequired)),
     };
     let context_id = imports
         .deliver_completion(delegation_id, &message.to_string())

@@ -18,7 +18,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::errors::RpcError;
+use crate::errors::{InvalidParams, RpcError};
 use crate::extensions;
 use crate::http::Request;
 use crate::imports::Imports;
@@ -144,7 +144,7 @@ pub fn subscribe_to_task<I: Imports>(
         .get("id")
         .and_then(Value::as_str)
         .filter(|id| !id.is_empty())
-        .ok_or_else(|| RpcError::invalid_params("SubscribeToTask requires an id"))?;
+        .ok_or_else(|| RpcError::invalid_params(InvalidParams::NoId("SubscribeToTask")))?;
     // The reader first, so no event falls between the snapshot and it.
     let reader = imports
         .task_events(caller, task_id, last_event_id(request))
@@ -154,14 +154,7 @@ pub fn subscribe_to_task<I: Imports>(
         .map_err(|e| store_error(e, task_id))?;
     let state = task.status.state;
     if state.terminal() {
-        return Err(RpcError::unsupported_for_task(
-            format!(
-                "Task {task_id} has ended in {}; there is nothing left to follow",
-                state.wire()
-            ),
-            task_id,
-            state.wire(),
-        ));
+        return Err(RpcError::subscribes_ended_task(task_id, state.wire()));
     }
     let frames = activates_stream(request);
     Ok(Stream {

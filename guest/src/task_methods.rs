@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::errors::RpcError;
+use crate::errors::{InvalidParams, RpcError};
 use crate::imports::Imports;
 use crate::listing;
 use crate::model::{Caller, Page};
@@ -16,7 +16,7 @@ fn task_id<'a>(params: &'a Map<String, Value>, method: &str) -> Result<&'a str, 
         .get("id")
         .and_then(Value::as_str)
         .filter(|id| !id.is_empty())
-        .ok_or_else(|| RpcError::invalid_params(format!("{method} requires an id")))
+        .ok_or_else(|| RpcError::invalid_params(InvalidParams::NoId(method)))
 }
 
 pub fn get_task(

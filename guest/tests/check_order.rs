@@ -74,6 +74,7 @@ fn a_refused_stop_stops_nothing() {
 #[test]
 fn completion_checks_in_order() {
     let fake = Fake::new(true);
+    fake.ending.set(true);
     let completion = [
         ("authorization", "Bearer watcher"),
         ("x-murmur-task-origin", "completion"),

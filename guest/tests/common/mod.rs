@@ -22,6 +22,9 @@ pub struct FakeHost {
     pub replies: RefCell<Vec<(String, String)>>,
     pub verified: RefCell<Vec<String>>,
     pub awaited: RefCell<Vec<String>>,
+    /// The session is ending: a delegation no task awaits is refused as
+    /// ending rather than as not awaited.
+    pub ending: Cell<bool>,
     pub stops: Cell<u32>,
     pub waits: Cell<u32>,
     /// What a started task becomes once it settles.
@@ -67,6 +70,7 @@ impl FakeHost {
             replies: RefCell::default(),
             verified: RefCell::default(),
             awaited: RefCell::default(),
+            ending: Cell::new(false),
             stops: Cell::new(0),
             waits: Cell::new(0),
             settles_as: Cell::new(TaskState::Completed),
@@ -147,9 +151,11 @@ impl Imports for FakeHost {
                 credential: Credential::Operator,
                 scopes: vec![],
             }),
+            // As the end-to-end tests declare it: `watcher: {scopes:
+            // [murmur.WatchSession, GetTask]}`.
             "watcher" => Some(Grant {
                 credential: Credential::Declared("watcher".into()),
-                scopes: vec![Scope::WatchSession],
+                scopes: vec![Scope::WatchSession, Scope::GetTask],
             }),
             "client" => Some(Grant {
                 credential: Credential::Declared("client".into()),
@@ -176,8 +182,10 @@ impl Imports for FakeHost {
         self.awaited.borrow_mut().push(delegation_id.to_string());
         if delegation_id == "dlg_awaited" {
             Ok(())
-        } else {
+        } else if self.ending.get() {
             Err(CompletionRefusal::Ending)
+        } else {
+            Err(CompletionRefusal::NotAwaited)
         }
     }
 
@@ -328,6 +336,71 @@ pub fn post(headers: &[(&str, &str)]) -> Request {
             .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
             .collect(),
     }
+}
+
+/// A request with exactly these headers, in order.
+pub fn request(method: &str, path: &str, headers: &[(&str, &str)]) -> Request {
+    Request {
+        method: method.into(),
+        path_with_query: path.into(),
+        headers: headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+            .collect(),
+    }
+}
+
+/// A JSON-RPC body with id 1, as the end-to-end tests write it.
+pub fn rpc(method: &str, params: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#)
+}
+
+/// The whole answer to a request with this body; the body is read only if
+/// the check order reaches it.
+pub fn answer(host: &FakeHost, request: &Request, body: &[u8]) -> Response {
+    murmur_door_guest::handle(host, request, || body.to_vec())
+        .whole()
+        .expect("a whole answer, not a stream")
+}
+
+/// A JSON-RPC error answer: HTTP 200, application/json, no A2A-Extensions
+/// (a refusal names none), and exactly `{"jsonrpc", "id", "error"}`, byte for
+/// byte and key order included.
+#[track_caller]
+pub fn assert_rpc_error(response: &Response, id: Value, error: Value) {
+    let text = String::from_utf8_lossy(&response.body);
+    assert_eq!(response.status, 200, "{text}");
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    assert_eq!(response.header("a2a-extensions"), None);
+    let expected = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error});
+    assert_eq!(text, serde_json::to_string(&expected).unwrap());
+}
+
+/// An A2A error object with its one ErrorInfo ("Errors").
+pub fn a2a_error(code: i64, message: &str, reason: &str, metadata: Value) -> Value {
+    serde_json::json!({"code": code, "message": message, "data": [{
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason,
+        "domain": "a2a-protocol.org",
+        "metadata": metadata,
+    }]})
+}
+
+/// -32602 with its message: a standard error, no data.
+pub fn invalid(message: &str) -> Value {
+    serde_json::json!({"code": -32602, "message": message})
+}
+
+/// An HTTP refusal ("What the door answers"): `status`, application/json,
+/// exactly `body`, the www-authenticate `challenge` if any, no A2A-Extensions.
+#[track_caller]
+pub fn assert_refusal(response: &Response, status: u16, body: &str, challenge: Option<&str>) {
+    let text = String::from_utf8_lossy(&response.body);
+    assert_eq!(response.status, status, "{text}");
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    assert_eq!(text, body);
+    assert_eq!(response.header("www-authenticate"), challenge);
+    assert_eq!(response.header("a2a-extensions"), None);
 }
 
 /// Sends `body` as a JSON-RPC request and parses the answer.

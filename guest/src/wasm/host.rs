@@ -1,0 +1,405 @@
+//! The host's imports (`murmur:door/session`, `tokens`, `task-store` and
+//! `events`), bound by wit-bindgen and seen through [`Imports`]: each call
+//! converts the plain model into the generated types and the answer back, so
+//! the rules never see a generated type.
+
+use crate::Imports;
+use crate::model::{
+    Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Grant,
+    ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page, ResidueItem, RunningCommand,
+    Scope, Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
+};
+
+wit_bindgen::generate!({
+    path: "../wit",
+    world: "murmur:door/imports",
+    with: { "wasi:io/poll@0.2.12": wasip2::io::poll },
+});
+
+use murmur::door::{events, session, task_store as store, tokens};
+
+/// The host's imports, seen through [`Imports`].
+pub(super) struct Host;
+
+impl Imports for Host {
+    fn capsule(&self) -> Capsule {
+        let c = session::describe();
+        Capsule {
+            name: c.name,
+            version: c.version,
+            session_id: c.session_id,
+            started_at_ms: c.started_at_ms,
+            url: c.url,
+            task_acceptance: match c.task_acceptance {
+                session::TaskAcceptance::None => TaskAcceptance::None,
+                session::TaskAcceptance::Single => TaskAcceptance::Single,
+                session::TaskAcceptance::Queue => TaskAcceptance::Queue,
+            },
+            transport: match c.inference_transport {
+                session::InferenceTransport::Http => Transport::Http,
+                session::InferenceTransport::Process => Transport::Process,
+            },
+            authenticated: c.authenticated,
+            peer_tasks: c.peer_tasks,
+            tools: c.tools,
+            shell: c.shell,
+            network: c.network,
+            files_plane: c.planes.contains(session::Planes::FILES),
+            peer_files_plane: c.planes.contains(session::Planes::PEER_FILES),
+            images: ImageLimits {
+                max_bytes: c.images.max_bytes,
+                max_per_turn: c.images.max_per_turn,
+            },
+        }
+    }
+
+    fn verify(&self, token: &str) -> Option<Grant> {
+        let grant = tokens::verify(token)?;
+        let credential = match grant.credential {
+            tokens::Credential::Operator => Credential::Operator,
+            tokens::Credential::Declared(name) => Credential::Declared(name),
+            tokens::Credential::Member(caller) => Credential::Member(caller),
+        };
+        let flags = [
+            (tokens::Scopes::SEND_MESSAGE, Scope::SendMessage),
+            (
+                tokens::Scopes::SEND_STREAMING_MESSAGE,
+                Scope::SendStreamingMessage,
+            ),
+            (tokens::Scopes::WATCH_SESSION, Scope::WatchSession),
+            (tokens::Scopes::GET_TASK, Scope::GetTask),
+            (tokens::Scopes::LIST_TASKS, Scope::ListTasks),
+            (tokens::Scopes::CANCEL_TASK, Scope::CancelTask),
+            (tokens::Scopes::SUBSCRIBE_TO_TASK, Scope::SubscribeToTask),
+            (tokens::Scopes::STOP_SESSION, Scope::StopSession),
+            (tokens::Scopes::RESOURCES_FILES, Scope::ResourcesFiles),
+        ];
+        let scopes = flags
+            .into_iter()
+            .filter(|(flag, _)| grant.scopes.contains(*flag))
+            .map(|(_, s)| s)
+            .collect();
+        Some(Grant { credential, scopes })
+    }
+
+    fn stop(&self) -> Result<StopReport, String> {
+        let report = session::stop()?;
+        Ok(StopReport {
+            canceled: report.canceled,
+            residue: report.residue.into_iter().map(residue_item).collect(),
+        })
+    }
+
+    fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal> {
+        session::awaits_delegation(delegation_id).map_err(completion_refusal)
+    }
+
+    fn deliver_completion(
+        &self,
+        delegation_id: &str,
+        message: &str,
+    ) -> Result<String, CompletionRefusal> {
+        session::deliver_completion(delegation_id, message)
+            .map(|receipt| receipt.context_id)
+            .map_err(completion_refusal)
+    }
+
+    fn start(&self, task: NewTask) -> Result<Task, TaskError> {
+        let new = store::NewTask {
+            caller: caller(&task.caller),
+            context_id: task.context_id,
+            text: task.text,
+            images: task
+                .images
+                .into_iter()
+                .map(|image| store::Image {
+                    media_type: image.media_type,
+                    bytes: image.bytes,
+                })
+                .collect(),
+            reference_task_ids: task.reference_task_ids,
+            origin: match task.origin {
+                Origin::Client => store::Origin::Client,
+                Origin::Peer => store::Origin::Peer,
+                Origin::Session => store::Origin::Session,
+            },
+            trust: task.trust,
+            forget_session: task.forget_session,
+        };
+        store::start(&new).map(from_store).map_err(task_error)
+    }
+
+    fn reply(
+        &self,
+        who: &Caller,
+        task_id: &str,
+        context_id: Option<&str>,
+        text: &str,
+    ) -> Result<Task, TaskError> {
+        store::reply(&caller(who), task_id, context_id, text)
+            .map(from_store)
+            .map_err(task_error)
+    }
+
+    fn get(&self, who: &Caller, task_id: &str) -> Result<Task, TaskError> {
+        store::get(&caller(who), task_id)
+            .map(from_store)
+            .map_err(task_error)
+    }
+
+    fn cancel(&self, who: &Caller, task_id: &str) -> Result<Task, TaskError> {
+        store::cancel(&caller(who), task_id)
+            .map(from_store)
+            .map_err(task_error)
+    }
+
+    fn list(&self, who: &Caller, query: &ListQuery) -> Result<Page, TaskError> {
+        let query = store::ListQuery {
+            context_id: query.context_id.clone(),
+            state: query.state.map(to_store_state),
+            status_after_ms: query.status_after_ms,
+            after: query.after.as_ref().map(|c| store::Cursor {
+                change: c.change,
+                task_id: c.task_id.clone(),
+            }),
+            limit: query.limit,
+        };
+        let page = store::list(&caller(who), &query).map_err(task_error)?;
+        Ok(Page {
+            tasks: page.tasks.into_iter().map(from_store).collect(),
+            next: page.next.map(|c| Cursor {
+                change: c.change,
+                task_id: c.task_id,
+            }),
+            total: page.total,
+        })
+    }
+
+    fn wait_settled(&self, who: &Caller, task_id: &str) -> Result<(), TaskError> {
+        // Blocks on the host's pollable: the request holds no thread while it
+        // waits.
+        store::settled(&caller(who), task_id)
+            .map_err(task_error)?
+            .block();
+        Ok(())
+    }
+
+    type Reader = Reader;
+
+    fn latest_event(&self) -> u64 {
+        events::latest()
+    }
+
+    fn task_events(
+        &self,
+        who: &Caller,
+        task_id: &str,
+        after: Option<u64>,
+    ) -> Result<Reader, TaskError> {
+        events::task_events(&caller(who), task_id, after)
+            .map(Reader::new)
+            .map_err(task_error)
+    }
+
+    fn session_events(&self, after: Option<u64>) -> Reader {
+        Reader::new(events::session_events(after))
+    }
+
+    fn next_event(&self, reader: &Reader, wait_ms: u64) -> Next {
+        if let Some(delivery) = reader.events.next() {
+            return Next::Delivery(from_delivery(delivery));
+        }
+        // Wait on the reader and the heartbeat timer together: the request
+        // holds no thread while the stream is idle. Both pollables live as
+        // long as the stream (the timer until it fires), so a delivery costs
+        // no new host resources.
+        let mut slot = reader.timer.borrow_mut();
+        let timer = slot.get_or_insert_with(|| {
+            wasip2::clocks::monotonic_clock::subscribe_duration(wait_ms.saturating_mul(1_000_000))
+        });
+        loop {
+            wasip2::io::poll::poll(&[&reader.ready, &*timer]);
+            if let Some(delivery) = reader.events.next() {
+                return Next::Delivery(from_delivery(delivery));
+            }
+            if timer.ready() {
+                *slot = None;
+                return Next::Idle;
+            }
+        }
+    }
+
+    fn new_message_id(&self) -> String {
+        // Time-ordered: the wall clock's milliseconds, then random bits.
+        let now = wasip2::clocks::wall_clock::now();
+        let ms = now.seconds * 1000 + u64::from(now.nanoseconds / 1_000_000);
+        let random = wasip2::random::random::get_random_bytes(10);
+        let mut id = format!("msg_{:012x}", ms & 0xffff_ffff_ffff);
+        for byte in random {
+            id.push_str(&format!("{byte:02x}"));
+        }
+        id
+    }
+}
+
+fn completion_refusal(refusal: session::CompletionRefusal) -> CompletionRefusal {
+    match refusal {
+        session::CompletionRefusal::NotAwaited => CompletionRefusal::NotAwaited,
+        session::CompletionRefusal::Ending => CompletionRefusal::Ending,
+    }
+}
+
+fn caller(caller: &Caller) -> Option<tokens::Credential> {
+    caller.as_ref().map(|credential| match credential {
+        Credential::Operator => tokens::Credential::Operator,
+        Credential::Declared(name) => tokens::Credential::Declared(name.clone()),
+        Credential::Member(name) => tokens::Credential::Member(name.clone()),
+    })
+}
+
+fn task_error(error: store::TaskError) -> TaskError {
+    match error {
+        store::TaskError::NotFound => TaskError::NotFound,
+        store::TaskError::WrongState(state) => TaskError::WrongState(from_store_state(state)),
+        store::TaskError::OtherContext => TaskError::OtherContext,
+        store::TaskError::Unavailable(why) => TaskError::Unavailable(why),
+    }
+}
+
+const STATES: [(store::TaskState, TaskState); 7] = [
+    (store::TaskState::Submitted, TaskState::Submitted),
+    (store::TaskState::Working, TaskState::Working),
+    (store::TaskState::InputRequired, TaskState::InputRequired),
+    (store::TaskState::Completed, TaskState::Completed),
+    (store::TaskState::Failed, TaskState::Failed),
+    (store::TaskState::Rejected, TaskState::Rejected),
+    (store::TaskState::Canceled, TaskState::Canceled),
+];
+
+fn from_store_state(state: store::TaskState) -> TaskState {
+    STATES
+        .iter()
+        .find(|(s, _)| *s == state)
+        .map(|(_, t)| *t)
+        .expect("every state is mapped")
+}
+
+fn to_store_state(state: TaskState) -> store::TaskState {
+    STATES
+        .iter()
+        .find(|(_, t)| *t == state)
+        .map(|(s, _)| *s)
+        .expect("every state is mapped")
+}
+
+fn from_store(task: store::Task) -> Task {
+    Task {
+        id: task.id,
+        context_id: task.context_id,
+        status: Status {
+            state: from_store_state(task.status.state),
+            message: task.status.message,
+            timestamp_ms: task.status.timestamp_ms,
+        },
+        response: task.response,
+        prompt: task.prompt,
+        residue: task.residue.into_iter().map(residue_item).collect(),
+        metadata: TaskMetadata {
+            no_answer: task.metadata.no_answer,
+            no_answer_below: task
+                .metadata
+                .no_answer_below
+                .into_iter()
+                .map(|m| MemberStatus {
+                    member: m.member,
+                    status: m.status,
+                })
+                .collect(),
+            running_commands: task
+                .metadata
+                .running_commands
+                .into_iter()
+                .map(|c| RunningCommand {
+                    work_id: c.work_id,
+                    binary: c.binary,
+                    command: c.command,
+                    running_ms: c.running_ms,
+                })
+                .collect(),
+        },
+        change: task.change,
+    }
+}
+
+fn residue_item(item: session::ResidueItem) -> ResidueItem {
+    match item {
+        session::ResidueItem::DetachedShell(s) => ResidueItem::DetachedShell {
+            work_id: s.work_id,
+            binary: s.binary,
+            command: s.command,
+            started_at_ms: s.started_at_ms,
+        },
+        session::ResidueItem::Delegation(d) => ResidueItem::Delegation {
+            delegation_id: d.delegation_id,
+            capsule: d.capsule,
+            version: d.version,
+            child_session_id: d.child_session_id,
+            child_workdir: d.child_workdir,
+        },
+    }
+}
+
+fn from_delivery(delivery: events::Delivery) -> Delivery {
+    match delivery {
+        events::Delivery::Event(event) => Delivery::Event(Event {
+            id: event.id,
+            task_id: event.task_id,
+            context_id: event.context_id,
+            body: match event.body {
+                events::EventBody::Status(update) => EventBody::Status {
+                    status: Status {
+                        state: from_store_state(update.status.state),
+                        message: update.status.message,
+                        timestamp_ms: update.status.timestamp_ms,
+                    },
+                    message_id: update.message_id,
+                },
+                events::EventBody::Artifact(artifact) => EventBody::Artifact {
+                    artifact_id: artifact.artifact_id,
+                    text: artifact.text,
+                    residue: artifact.residue.into_iter().map(residue_item).collect(),
+                },
+                events::EventBody::Frame(frame) => EventBody::Frame {
+                    kind: frame.kind,
+                    // The frame's fields are opaque JSON from the agent; an
+                    // unreadable body carries no fields.
+                    body: serde_json::from_str(&frame.body)
+                        .unwrap_or_else(|_| serde_json::json!({})),
+                },
+            },
+        }),
+        events::Delivery::Gap((after, through)) => Delivery::Gap(after, through),
+        events::Delivery::Lagged((after, through)) => Delivery::Lagged(after, through),
+        events::Delivery::Closed => Delivery::Closed,
+    }
+}
+
+/// A reader of the event log with the pollables it waits on. Fields drop in
+/// order: the reader's pollable before the reader it belongs to.
+pub(super) struct Reader {
+    ready: wasip2::io::poll::Pollable,
+    /// The heartbeat timer, from the first idle wait until it fires.
+    timer: std::cell::RefCell<Option<wasip2::io::poll::Pollable>>,
+    events: events::Events,
+}
+
+impl Reader {
+    fn new(events: events::Events) -> Reader {
+        let ready = events.subscribe();
+        Reader {
+            ready,
+            timer: std::cell::RefCell::new(None),
+            events,
+        }
+    }
+}
