@@ -6,14 +6,10 @@
 
 use crate::common;
 
-use common::{Door, id, ids, ordered};
+use common::{Door, id, ids};
 use serde_json::{Value, json};
 
 const SINGLE: &str = "name: lister\nversion: 0.1.0\nlifecycle: {task_acceptance: single}\n";
-
-fn invalid(message: &str) -> Value {
-    json!({"code": -32602, "message": message})
-}
 
 fn list(door: &Door, params: Value) -> Value {
     door.result(None, "ListTasks", params)
@@ -64,100 +60,6 @@ fn rejected(door: &Door, extra: Value) -> String {
         "task rejected: capsule is busy"
     );
     id(&task)
-}
-
-// "ListTasks": the params are read in order and the first one refused
-// answers -32602, naming it. Other members are ignored.
-#[test]
-fn each_param_refused_with_its_message_first_refused_answers() {
-    let door = Door::start(SINGLE);
-    let context = "Invalid params: contextId must be a string";
-    let status = "Invalid params: status must be a TASK_STATE_* name";
-    let page_size = "Invalid params: pageSize must be an integer from 1";
-    let page_token = "Invalid params: pageToken is not a page token this door answered";
-    let after = "statusTimestampAfter must be an RFC 3339 timestamp, such as 2026-10-13T09:00:00Z";
-    let artifacts = "Invalid params: includeArtifacts must be a boolean";
-    // A token shaped like the door's but naming no task position.
-    let forged = "MTI6Y3R4X3g="; // base64 of "12:ctx_x"
-    for (params, message) in [
-        (json!({"contextId": 5}), context),
-        (json!({"contextId": null}), context),
-        (json!({"contextId": ["ctx"]}), context),
-        (
-            json!({"contextId": 5, "status": "nope", "pageSize": 0, "pageToken": "x",
-                   "statusTimestampAfter": "x", "includeArtifacts": "x"}),
-            context,
-        ),
-        (json!({"status": "TASK_STATE_NOPE"}), status),
-        (json!({"status": "working"}), status),
-        (json!({"status": "task_state_working"}), status),
-        (json!({"status": 3}), status),
-        (json!({"status": ""}), status),
-        (
-            json!({"status": "completed", "pageSize": 0, "pageToken": "x",
-                   "statusTimestampAfter": "x", "includeArtifacts": "x"}),
-            status,
-        ),
-        (json!({"pageSize": 0}), page_size),
-        (json!({"pageSize": -1}), page_size),
-        (json!({"pageSize": 1.5}), page_size),
-        (json!({"pageSize": "5"}), page_size),
-        (json!({"pageSize": true}), page_size),
-        (
-            json!({"pageSize": 0, "pageToken": "x", "statusTimestampAfter": "x",
-                   "includeArtifacts": "x"}),
-            page_size,
-        ),
-        (json!({"pageToken": "nope"}), page_token),
-        (json!({"pageToken": 5}), page_token),
-        (json!({"pageToken": forged}), page_token),
-        (
-            json!({"pageToken": "nope", "statusTimestampAfter": "x", "includeArtifacts": "x"}),
-            page_token,
-        ),
-        (json!({"statusTimestampAfter": "yesterday"}), after),
-        (json!({"statusTimestampAfter": "2026-10-13"}), after),
-        (
-            json!({"statusTimestampAfter": "2026-10-13T09:00:00"}),
-            after,
-        ),
-        (json!({"statusTimestampAfter": 1760346000}), after),
-        (
-            json!({"statusTimestampAfter": "x", "includeArtifacts": "x"}),
-            after,
-        ),
-        (json!({"includeArtifacts": "true"}), artifacts),
-        (json!({"includeArtifacts": 1}), artifacts),
-    ] {
-        let error = door.error(None, "ListTasks", params.clone());
-        assert_eq!(error, invalid(message), "{params}");
-    }
-    // Every accepted spelling of "no filter", and members it ignores.
-    let everything = json!({"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0});
-    for params in [
-        json!({}),
-        json!({"contextId": "", "status": "TASK_STATE_UNSPECIFIED", "pageToken": "",
-               "statusTimestampAfter": null, "includeArtifacts": false}),
-        json!({"historyLength": "any", "tenant": "", "other": {"x": 1}}),
-    ] {
-        assert_eq!(list(&door, params.clone()), everything, "{params}");
-    }
-}
-
-// "ListTasks": the four members are always present, in the reference's order,
-// even when the caller sees no task.
-#[test]
-fn an_empty_listing() {
-    let door = Door::start(SINGLE);
-    let reply = door.rpc(
-        r#"{"jsonrpc":"2.0","id":7,"method":"ListTasks","params":{}}"#,
-        &[],
-    );
-    assert_eq!(reply.status, 200);
-    assert_eq!(
-        ordered(&reply.text()),
-        r#"{"jsonrpc":"2.0","id":7,"result":{"tasks":[],"nextPageToken":"","pageSize":50,"totalSize":0}}"#
-    );
 }
 
 // "ListTasks": each task is exactly what GetTask answers for it, without

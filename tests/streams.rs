@@ -307,40 +307,6 @@ fn kinds_of(events: &[SseEvent]) -> Vec<String> {
     events.iter().map(kind).collect()
 }
 
-// "SubscribeToTask": each refusal is one JSON body; no stream opens.
-#[test]
-fn subscribe_refusals_are_json_bodies() {
-    let door = Door::start(SINGLE);
-    let done = send(&door, "reply ok");
-    let id = done["id"].as_str().unwrap();
-    let refuse = |params: Value| {
-        let body =
-            json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": params});
-        let reply = door.rpc(&body.to_string(), &[]);
-        assert_eq!(reply.header("content-type"), Some("application/json"));
-        reply.json()["error"].clone()
-    };
-    assert_eq!(
-        refuse(json!({})),
-        json!({"code": -32602, "message": "SubscribeToTask requires an id"})
-    );
-    assert_eq!(
-        refuse(json!({"id": ""})),
-        json!({"code": -32602, "message": "SubscribeToTask requires an id"})
-    );
-    let never = "tsk_0000000000000000000000000000dead";
-    assert_eq!(
-        refuse(json!({"id": never}))["data"][0]["metadata"],
-        json!({"taskId": never})
-    );
-    assert_eq!(
-        refuse(json!({"id": id})),
-        json!({"code": -32004, "message": format!("Task {id} has ended in TASK_STATE_COMPLETED; there is nothing left to follow"),
-               "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "UNSUPPORTED_OPERATION",
-                         "domain": "a2a-protocol.org", "metadata": {"taskId": id, "state": "TASK_STATE_COMPLETED"}}]})
-    );
-}
-
 // "Continuing a task": SendStreamingMessage answers each refusal as one JSON
 // body; a new task refused as busy is a stream of one TASK_STATE_REJECTED
 // task event.

@@ -277,29 +277,6 @@ fn a_queue_runs_tasks_in_order() {
     );
 }
 
-// "GetTask": an id is required; one never held is -32001; historyLength is
-// accepted and ignored.
-#[test]
-fn get_task() {
-    let door = Door::start(SINGLE);
-    for params in [json!({}), json!({"id": ""}), json!({"id": 5})] {
-        assert_eq!(
-            rpc(&door, "GetTask", params)["error"],
-            json!({"code": -32602, "message": "GetTask requires an id"})
-        );
-    }
-    let never = "tsk_0000000000000000000000000000beef";
-    assert_eq!(
-        rpc(&door, "GetTask", json!({"id": never}))["error"]["data"][0]["metadata"],
-        json!({"taskId": never})
-    );
-    let id = id_of(&task_of(&send(&door, "reply x", json!({}))));
-    assert_eq!(
-        rpc(&door, "GetTask", json!({"id": id, "historyLength": 3}))["result"]["id"],
-        id
-    );
-}
-
 // "GetTask" and "Errors": CancelTask on a live task answers it canceled; on
 // an ended one -32002 naming the state, the task left unchanged.
 #[test]
