@@ -258,9 +258,10 @@ impl Server {
     }
 
     /// Answers one request in a span of its own, so every line it logs, the
-    /// door's failure included, names the request: its id (counted from 1
-    /// since launch), HTTP method, path, JSON-RPC method once the body has
-    /// been read, and the door version serving it.
+    /// door's failure included, names the request: the capsule, its id
+    /// (counted from 1 since launch), HTTP method, path, JSON-RPC method
+    /// once the body has been read, the door version serving it, and once
+    /// answered, the status and the microseconds to the response head.
     async fn handle(
         self: Arc<Self>,
         request: Request<Incoming>,
@@ -268,15 +269,25 @@ impl Server {
         busy: Busy,
     ) -> Response<HyperOutgoingBody> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
+        let started = tokio::time::Instant::now();
         let span = tracing::info_span!(
             "request",
+            capsule = self.stores.session.capsule.name.as_str(),
             id = NEXT.fetch_add(1, Ordering::Relaxed),
             method = %request.method(),
             path = request.uri().path(),
             rpc = tracing::field::Empty,
             door = tracing::field::Empty,
+            status = tracing::field::Empty,
+            micros = tracing::field::Empty,
         );
-        self.answer(request, address, busy).instrument(span).await
+        let response = self
+            .answer(request, address, busy)
+            .instrument(span.clone())
+            .await;
+        span.record("status", response.status().as_u16());
+        span.record("micros", started.elapsed().as_micros() as u64);
+        response
     }
 
     /// Answers one request; never fails, whatever the client or the door does.
@@ -297,7 +308,7 @@ impl Server {
                 micros = started.elapsed().as_micros() as u64,
                 "control request"
             );
-            return tracked(response, busy);
+            return response.map(|body| Answer::host(body).busy(busy));
         }
         let caller = Caller::of(
             self.stores.session.capsule.authenticated,
@@ -326,11 +337,11 @@ impl Server {
                         if matches!(failure, Failure::Guest(..)) {
                             tally.read_prefix().await;
                         }
-                        failure.response(&tally)
+                        failure.response(&tally).map(Answer::host)
                     }
                 }
             }
-            Err(refused) => Failure::Refused(refused).response(&tally),
+            Err(refused) => Failure::Refused(refused).response(&tally).map(Answer::host),
         };
         if is_event_stream(&response) {
             busy.streaming();
@@ -343,7 +354,7 @@ impl Server {
             micros = started.elapsed().as_micros() as u64,
             "request"
         );
-        tracked(response, busy)
+        response.map(|answer| answer.busy(busy))
     }
 
     /// Runs a fresh door instance on a request whose body has been read,
@@ -358,7 +369,7 @@ impl Server {
             .run(self.doors.serving(), request, slot, tally.clone())
             .await
         {
-            Ok(response) => response,
+            Ok(response) => response.map(BodyExt::boxed_unsync),
             Err(failure) => failure.response(&tally),
         }
     }
@@ -370,7 +381,7 @@ impl Server {
         request: Request<B>,
         slot: Slot,
         tally: Tally,
-    ) -> Result<Response<HyperOutgoingBody>, Failure>
+    ) -> Result<Response<Answer>, Failure>
     where
         B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
     {
@@ -448,16 +459,15 @@ impl Server {
 
         match receiver.await {
             Ok(Ok(response)) => {
-                let door = Some(task.abort_handle());
-                let span = guard_span;
-                Ok(response.map(|body| {
-                    Guarded {
-                        body,
-                        failed,
-                        door,
-                        span,
-                    }
-                    .boxed_unsync()
+                let door = DoorBody {
+                    failed,
+                    task: Some(task.abort_handle()),
+                    span: guard_span,
+                };
+                Ok(response.map(|body| Answer {
+                    body,
+                    door: Some(door),
+                    _busy: None,
                 }))
             }
             Ok(Err(code)) => Err(Failure::Guest(
@@ -504,73 +514,66 @@ async fn linger(mut stream: tokio::net::TcpStream) {
 
 /// Whether a response is an event stream, whose client is watched for
 /// leaving.
-fn is_event_stream(response: &Response<HyperOutgoingBody>) -> bool {
+fn is_event_stream<B>(response: &Response<B>) -> bool {
     response
         .headers()
         .get(hyper::header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
 }
 
-/// A response whose request counts as in progress on its connection until
-/// its body has been sent or dropped.
-fn tracked(response: Response<HyperOutgoingBody>, busy: Busy) -> Response<HyperOutgoingBody> {
-    response.map(|body| Tracked { body, _busy: busy }.boxed_unsync())
-}
-
-/// A body that keeps its request's [`Busy`] until it drops. (A frame
-/// mapper could own the guard, but would lose the body's size hint, and
-/// with it the content-length.)
-struct Tracked {
-    body: HyperOutgoingBody,
-    _busy: Busy,
-}
-
-impl hyper::body::Body for Tracked {
-    type Data = Bytes;
-    type Error = wasmtime_wasi_http::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
 /// Why the door failed, once it has; set before its store drops.
 type Failed = Arc<OnceLock<String>>;
 
-/// A door's response body. A door that traps leaves its body unfinished, and
-/// dropping the store would end that body as if it were whole; ended after a
-/// failure, it ends with an error instead, so hyper cuts the connection and
-/// the client can tell the response is incomplete. Dropped before its end
-/// (the client has gone), it stops the door, releasing its instance.
-struct Guarded {
+/// A response body as the host sends it. It keeps its request's [`Busy`]
+/// (in progress on its connection) until it is sent or dropped. (A frame
+/// mapper could own the guard, but would lose the body's size hint, and
+/// with it the content-length.)
+struct Answer {
     body: HyperOutgoingBody,
+    /// None for an answer the host made itself.
+    door: Option<DoorBody>,
+    _busy: Option<Busy>,
+}
+
+/// What a door's body needs. A door that traps leaves its body unfinished,
+/// and dropping the store would end that body as if it were whole; ended
+/// after a failure, it ends with an error instead, so hyper cuts the
+/// connection and the client can tell the response is incomplete. Dropped
+/// before its end (the client has gone), it stops the door, releasing its
+/// instance.
+struct DoorBody {
     failed: Failed,
     /// The door's task while the body has not ended.
-    door: Option<tokio::task::AbortHandle>,
+    task: Option<tokio::task::AbortHandle>,
     /// The request's, for what is logged once its head has gone.
     span: tracing::Span,
 }
 
-impl Drop for Guarded {
+impl Answer {
+    fn host(body: HyperOutgoingBody) -> Answer {
+        Answer {
+            body,
+            door: None,
+            _busy: None,
+        }
+    }
+
+    /// The body, holding `busy` until it ends.
+    fn busy(mut self, busy: Busy) -> HyperOutgoingBody {
+        self._busy = Some(busy);
+        self.boxed_unsync()
+    }
+}
+
+impl Drop for DoorBody {
     fn drop(&mut self) {
-        if let Some(door) = self.door.take() {
-            door.abort();
+        if let Some(task) = self.task.take() {
+            task.abort();
         }
     }
 }
 
-impl hyper::body::Body for Guarded {
+impl hyper::body::Body for Answer {
     type Data = Bytes;
     type Error = wasmtime_wasi_http::Error;
 
@@ -579,10 +582,10 @@ impl hyper::body::Body for Guarded {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if let Poll::Ready(None) = &polled {
-            self.door = None;
-            if let Some(why) = self.failed.get() {
-                let _request = self.span.enter();
+        if let (Poll::Ready(None), Some(door)) = (&polled, self.door.as_mut()) {
+            door.task = None;
+            if let Some(why) = door.failed.get() {
+                let _request = door.span.enter();
                 if DOOR_FAILED.due().is_some() {
                     tracing::error!(error = %clipped(why), "the door failed after its response head: the response is cut");
                 }
@@ -590,6 +593,10 @@ impl hyper::body::Body for Guarded {
             }
         }
         polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.door.is_none() && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
