@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::detached::cut;
 use super::testing::*;
 use super::*;
 use crate::agents::ScriptAgent;

@@ -1,0 +1,118 @@
+//! Detached commands: `sh -c` in a process group of its own, started by a
+//! task and outliving it. While they run they are the session's residue and
+//! the `runningCommands` of the task that started them; the session kills
+//! them when it closes or is dropped.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::process;
+
+use super::ids;
+use super::{DetachedShell, Hub, Live, ResidueItem, RunningCommand, now_ms};
+
+/// `runningCommands[].command` keeps this many characters, then `…`.
+pub const COMMAND_CHARS: usize = 200;
+
+/// A command a task detached, as the residue lists it.
+pub(super) struct Detached {
+    pub(super) item: DetachedShell,
+    pub(super) task_id: String,
+    /// The process group (the `sh` that leads it).
+    pub(super) pgid: i32,
+    /// Set once the `sh` has exited and been reaped.
+    pub(super) done: Arc<AtomicBool>,
+}
+
+impl Hub {
+    /// What the session still runs: its detached commands not yet exited.
+    pub fn residue(&self) -> Vec<ResidueItem> {
+        residue(&self.lock().detached)
+    }
+
+    /// Kills the process groups of the detached commands still running.
+    pub(super) fn kill_detached(live: &Live) {
+        for detached in &live.detached {
+            if !detached.done.load(Ordering::SeqCst) {
+                process::kill_group(detached.pgid);
+            }
+        }
+    }
+
+    /// Starts `command` for `task_id`, detached
+    /// ([`RunningTask::detach`](super::RunningTask::detach)).
+    pub(super) fn detach(&self, task_id: &str, command: &str) -> io::Result<DetachedShell> {
+        let mut live = self.lock();
+        if !live.tasks.contains_key(task_id) {
+            return Err(io::Error::other("the task has ended"));
+        }
+        if self.closing() {
+            return Err(io::Error::other("the session is closing"));
+        }
+        let started_at_ms = now_ms();
+        let mut child = process::shell(command)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let pgid = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .ok_or_else(|| io::Error::other("the command exited at once"))?;
+        let done = Arc::new(AtomicBool::new(false));
+        let reaped = done.clone();
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+            reaped.store(true, Ordering::SeqCst);
+        });
+        let item = DetachedShell {
+            work_id: ids::work_id(),
+            binary: command.split_whitespace().next().unwrap_or("").to_string(),
+            command: command.to_string(),
+            started_at_ms: started_at_ms as u64,
+        };
+        live.detached.push(Detached {
+            item: item.clone(),
+            task_id: task_id.to_string(),
+            pgid,
+            done,
+        });
+        Ok(item)
+    }
+}
+
+pub(super) fn residue(detached: &[Detached]) -> Vec<ResidueItem> {
+    detached
+        .iter()
+        .filter(|d| !d.done.load(Ordering::SeqCst))
+        .map(|d| ResidueItem::DetachedShell(d.item.clone()))
+        .collect()
+}
+
+/// The detached commands `task_id` started that still run, oldest first, as
+/// the task's metadata says them at `now`.
+pub(super) fn running_commands(
+    detached: &[Detached],
+    task_id: &str,
+    now: i64,
+) -> Vec<RunningCommand> {
+    detached
+        .iter()
+        .filter(|d| d.task_id == task_id && !d.done.load(Ordering::SeqCst))
+        .map(|d| RunningCommand {
+            work_id: d.item.work_id.clone(),
+            binary: d.item.binary.clone(),
+            command: cut(&d.item.command),
+            running_ms: (now.max(0) as u64).saturating_sub(d.item.started_at_ms),
+        })
+        .collect()
+}
+
+/// A command cut to [`COMMAND_CHARS`] characters followed by `…`.
+pub(super) fn cut(command: &str) -> String {
+    match command.char_indices().nth(COMMAND_CHARS) {
+        Some((at, _)) => format!("{}…", &command[..at]),
+        None => command.to_string(),
+    }
+}

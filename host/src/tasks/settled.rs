@@ -1,0 +1,86 @@
+//! Settle pollables: what a held SendMessage waits on. Each watches its
+//! task's [`Progress`] and the session's closing, so it is ready once the
+//! task ends or pauses in `input-required`, or the session closes.
+
+use tokio::sync::watch;
+
+use super::{Caller, Hub, TaskError, TaskState, is_settled};
+
+/// What a settle pollable watches on a live task.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Progress {
+    pub(super) state: TaskState,
+    /// How many times the task has settled: a pollable made before a settle
+    /// stays ready even when a reply moves the task on before it looks.
+    pub(super) settles: u64,
+}
+
+impl Hub {
+    /// A pollable for a held SendMessage: ready once the task settles (ends,
+    /// or pauses in `input-required`) or the session closes.
+    pub fn settled(&self, caller: &Caller, id: &str) -> Result<Settled, TaskError> {
+        let live = self.lock();
+        self.seen(caller, id)?;
+        let closed = self.closed.subscribe();
+        Ok(match live.tasks.get(id) {
+            Some(running) => {
+                let watch = running.watch.subscribe();
+                let since = watch.borrow().settles;
+                Settled {
+                    watch: Some(watch),
+                    since,
+                    closed,
+                }
+            }
+            None => Settled {
+                watch: None,
+                since: 0,
+                closed,
+            },
+        })
+    }
+}
+
+/// The pollable behind `task-store.settled`: ready once its task settles or
+/// the session closes. Waiting holds no thread: it awaits a watch channel.
+pub struct Settled {
+    /// `None`: the task had ended when the pollable was made.
+    watch: Option<watch::Receiver<Progress>>,
+    since: u64,
+    closed: watch::Receiver<bool>,
+}
+
+impl Settled {
+    /// Resolves once the task has settled or the session closed; at once if
+    /// it already has. Cancel-safe, and ready for good once ready.
+    pub async fn wait(&mut self) {
+        let Some(watch) = &mut self.watch else {
+            return;
+        };
+        loop {
+            if *self.closed.borrow_and_update() {
+                return;
+            }
+            {
+                let now = watch.borrow_and_update();
+                if now.settles > self.since || is_settled(now.state) {
+                    return;
+                }
+            }
+            tokio::select! {
+                changed = watch.changed() => if changed.is_err() {
+                    // The task ended and its sender is gone.
+                    return;
+                },
+                _ = self.closed.changed() => {}
+            }
+        }
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::Pollable for Settled {
+    async fn ready(&mut self) {
+        self.wait().await;
+    }
+}

@@ -1,0 +1,143 @@
+//! The session's durable record: one SQLite file, `STATE/session.db`, holding
+//! the session (its id and when it started) and every task it held.
+//!
+//! The store knows rows, not rules: which transitions are allowed, who may
+//! start what and when an agent runs is the hub's business (`tasks/mod.rs`).
+//! It answers reads already filtered by who is asking ([`Sees`]), so a task
+//! the caller does not see cannot leak through a read.
+//!
+//! Every write is one statement or one transaction on one connection behind a
+//! mutex: SQLite is fast enough for a door's rate of state changes, and one
+//! writer keeps the session-wide change counter gap-free and ordered.
+//!
+//! The store also numbers the session's events (`tasks/events`): a write
+//! that the hub publishes events for asks for that many ids, and the last id
+//! is written to the session row in the same transaction, so ids keep
+//! increasing across `--resume`.
+//!
+//! Opening the file (`open`), its tables (`schema`), the reads and writes
+//! (`queries`), who sees a task (`visibility`) and the conversions between
+//! columns and the generated types (`codecs`) are modules of their own; this
+//! one holds the store and the records the hub writes with.
+
+mod codecs;
+mod open;
+mod queries;
+mod schema;
+mod visibility;
+
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::Connection;
+
+use crate::bindings::session::ResidueItem;
+use crate::bindings::task_store::{Origin, RunningCommand, TaskState};
+
+use super::lock::StateLock;
+
+pub use codecs::state_word;
+pub use open::{ARCHIVE_DIR, Opened, RESTARTED, SESSION_DB};
+pub use visibility::{Owner, Sees};
+
+/// A task as the hub first records it.
+#[derive(Clone, Debug)]
+pub struct NewRecord {
+    pub id: String,
+    pub context_id: String,
+    pub owner: Owner,
+    pub origin: Origin,
+    pub trust: Option<String>,
+    /// `submitted`, or `rejected` for a task the door had no room for.
+    pub state: TaskState,
+    pub status_message: Option<String>,
+    pub reference_task_ids: Vec<String>,
+    pub forget_session: bool,
+}
+
+/// A task's new status and the artifacts and metadata that go with it. Every
+/// field replaces what the task held: a task leaving `input-required` drops
+/// its prompt, and only a completed one carries a response.
+#[derive(Clone, Debug)]
+pub struct Transition {
+    pub state: TaskState,
+    pub message: Option<String>,
+    pub response: Option<String>,
+    pub prompt: Option<String>,
+    pub residue: Vec<ResidueItem>,
+    pub running_commands: Vec<RunningCommand>,
+}
+
+impl Transition {
+    /// `state` with nothing else to say.
+    pub fn to(state: TaskState) -> Transition {
+        Transition {
+            state,
+            message: None,
+            response: None,
+            prompt: None,
+            residue: Vec::new(),
+            running_commands: Vec::new(),
+        }
+    }
+}
+
+/// A task `--resume` failed, and the id of the status event that says so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restarted {
+    pub event_id: u64,
+    pub task_id: String,
+    pub context_id: String,
+    pub timestamp_ms: i64,
+}
+
+pub struct Store {
+    session_id: String,
+    created_ms: i64,
+    inner: Mutex<Inner>,
+    /// The tasks `--resume` failed, until the hub publishes their events.
+    restarted: Mutex<Vec<Restarted>>,
+    /// The state directory's lock, held while the store lives.
+    _lock: Option<StateLock>,
+}
+
+struct Inner {
+    conn: Connection,
+    /// The highest change number written.
+    last_change: u64,
+    /// The id of the newest event numbered.
+    last_event: u64,
+}
+
+impl Store {
+    /// `ses_…`
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// When the session started, in milliseconds since the Unix epoch.
+    pub fn created_ms(&self) -> i64 {
+        self.created_ms
+    }
+
+    /// The id of the newest event numbered, 0 before the first.
+    pub fn last_event(&self) -> u64 {
+        self.lock().last_event
+    }
+
+    /// The tasks `--resume` failed and their events' ids, once: the hub
+    /// publishes them when it starts.
+    pub fn take_restarted(&self) -> Vec<Restarted> {
+        std::mem::take(&mut self.restarted.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves the connection usable: every
+        // write is one statement or transaction, which SQLite keeps whole.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests;
