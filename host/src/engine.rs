@@ -381,6 +381,27 @@ mod tests {
         });
     }
 
+    /// The epoch ticker lives while the engine or a door compiled on it
+    /// does, and its thread has stopped (been joined) once the last drops.
+    #[test]
+    fn the_ticker_stops_with_the_last_engine_clone() {
+        let engine = engine_for(1, 16 << 20).unwrap();
+        let ticker = Arc::downgrade(&engine._ticker);
+        let door = Door::load(&engine, EMBEDDED_DOOR).unwrap();
+        drop(engine);
+        assert!(ticker.upgrade().is_some(), "the door keeps the ticker");
+        // Dropping the last clone joins the thread: a thread that did not
+        // stop would hold the drop, which must return within seconds.
+        let (dropped, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(door);
+            let _ = dropped.send(());
+        });
+        done.recv_timeout(std::time::Duration::from_secs(5))
+            .expect("the ticker's thread stopped");
+        assert!(ticker.upgrade().is_none());
+    }
+
     /// The embedded door is the `door` world: it exports the wasi:http
     /// handler and imports session and tokens beside wasi's own interfaces.
     #[test]
