@@ -4,6 +4,8 @@
 # SendMessage held until the script agent completes the task (queue
 # acceptance, so concurrent messages wait their turn), and GetTask.
 # Usage: bench/loopback.sh [seconds] [connections]
+# MURMUR_DOOR_BIN=path runs that binary instead of building this tree's, to
+# compare two builds run by run on a machine whose speed drifts.
 # Installs wrk from Debian's packages when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,11 +15,15 @@ connections=${2:-32}
 if ! command -v wrk >/dev/null; then
   apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null
 fi
-cargo build --release --bin murmur-door >/dev/null 2>&1
+binary=${MURMUR_DOOR_BIN:-}
+if [ -z "$binary" ]; then
+  cargo build --release --bin murmur-door >/dev/null 2>&1
+  binary=./target/release/murmur-door
+fi
 
 state=$(mktemp -d)
 trap 'kill $door $tasks 2>/dev/null || true; rm -rf "$state"' EXIT
-./target/release/murmur-door serve examples/my-agent.yaml --listen 127.0.0.1:0 --state "$state" 2>"$state/log" &
+"$binary" serve examples/my-agent.yaml --listen 127.0.0.1:0 --state "$state" 2>"$state/log" &
 door=$!
 for _ in $(seq 100); do
   url=$(grep -o 'url=http://[0-9.:]*' "$state/log" | cut -d= -f2 || true)
@@ -44,7 +50,7 @@ wrk -t1 -c1 -d"${seconds}s" --latency -s "$state/refused.lua" "$url/" | grep -E 
 
 # A second door that takes tasks in a queue.
 printf 'name: bench\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n' >"$state/queue.yaml"
-./target/release/murmur-door serve "$state/queue.yaml" --listen 127.0.0.1:0 --state "$state/tasks" 2>"$state/tasks.log" &
+"$binary" serve "$state/queue.yaml" --listen 127.0.0.1:0 --state "$state/tasks" 2>"$state/tasks.log" &
 tasks=$!
 for _ in $(seq 100); do
   turl=$(grep -o 'url=http://[0-9.:]*' "$state/tasks.log" | cut -d= -f2 || true)

@@ -208,3 +208,113 @@ fn the_default_listen_address_is_the_references_port() {
     let help = String::from_utf8_lossy(&output.stdout);
     assert!(help.contains("[default: 127.0.0.1:41873]"), "{help}");
 }
+
+/// The line a launch logs for its door, and whether it says `compiled` or
+/// `cached`.
+fn compiled(door: &Door) -> &'static str {
+    let line = door
+        .launched
+        .iter()
+        .find(|l| l.contains("door component loaded"))
+        .expect("the launch names its door");
+    if line.contains("compiled=cached") {
+        "cached"
+    } else if line.contains("compiled=compiled") {
+        "compiled"
+    } else {
+        panic!("{line}")
+    }
+}
+
+/// A door compiled once is loaded from the compile cache at the next launch;
+/// an entry damaged on disk (a flipped byte, cut short) is compiled again
+/// and replaced, never loaded; a cache directory others may write is not
+/// used at all.
+#[test]
+fn compiled_doors_are_cached_and_a_damaged_entry_is_compiled_again() {
+    let cache = TempDir::new("compile-cache");
+    let dir = cache.path().join("doors");
+    let launch = || {
+        let state = TempDir::new("cached-door");
+        let manifest = state.path().join("murmur.yaml");
+        std::fs::write(&manifest, "name: cached\nversion: 0.1.0\n").unwrap();
+        let door = Door::start_with(
+            &manifest,
+            state,
+            &["--compile-cache", dir.to_str().unwrap()],
+        );
+        assert_eq!(door.get("/.well-known/agent-card.json").status, 200);
+        door
+    };
+    let entry = || {
+        let entries: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        assert!(entries[0].to_str().unwrap().ends_with(".cwasm"));
+        assert_eq!(
+            std::fs::metadata(&entries[0]).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        entries[0].clone()
+    };
+
+    let door = launch();
+    assert_eq!(compiled(&door), "compiled");
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    let path = entry();
+    door.stop();
+    let door = launch();
+    assert_eq!(compiled(&door), "cached");
+    door.stop();
+
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let door = launch();
+    assert_eq!(compiled(&door), "compiled");
+    assert!(
+        door.launched.iter().any(|l| l
+            .contains("a compile cache entry is damaged: compiling again")
+            && l.contains("its checksum does not match")),
+        "{:#?}",
+        door.launched
+    );
+    door.stop();
+    // Replaced whole: the next launch loads it.
+    assert_eq!(entry(), path);
+    let door = launch();
+    assert_eq!(compiled(&door), "cached");
+    door.stop();
+
+    std::fs::write(&path, b"short").unwrap();
+    let door = launch();
+    assert_eq!(compiled(&door), "compiled");
+    assert!(
+        door.launched
+            .iter()
+            .any(|l| l.contains("shorter than its checksum"))
+    );
+    door.stop();
+
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let door = launch();
+    assert_eq!(compiled(&door), "compiled");
+    assert!(
+        door.launched
+            .iter()
+            .any(|l| l.contains("compiled doors are not cached")
+                && l.contains("that others cannot write")),
+        "{:#?}",
+        door.launched
+    );
+    door.stop();
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}

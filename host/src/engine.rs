@@ -9,6 +9,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 
+use crate::cache::{CompileCache, Compiled};
 use crate::cpu::TICK;
 use crate::imports;
 use crate::memory::MAX_MEMORY_BYTES;
@@ -36,6 +37,17 @@ pub const KEEP_RESIDENT: usize = 128 << 10;
 pub struct DoorEngine {
     engine: Engine,
     _ticker: Arc<EpochTicker>,
+    /// Where compiled doors are kept, if anywhere.
+    cache: Option<CompileCache>,
+}
+
+impl DoorEngine {
+    /// Doors compiled on this engine are kept in `cache`, and a door found
+    /// there is not compiled again.
+    pub fn with_cache(mut self, cache: CompileCache) -> DoorEngine {
+        self.cache = Some(cache);
+        self
+    }
 }
 
 impl std::ops::Deref for DoorEngine {
@@ -99,6 +111,7 @@ pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result
     Ok(DoorEngine {
         engine,
         _ticker: Arc::new(ticker),
+        cache: None,
     })
 }
 
@@ -143,22 +156,24 @@ pub struct Door {
     /// The engine it was compiled for, which a swap compiles the next
     /// version with.
     pub engine: DoorEngine,
+    /// Whether it was compiled or found in the compile cache.
+    pub compiled: Compiled,
 }
 
 impl Door {
     /// Compiles `bytes`, links it against the host's imports and
     /// pre-instantiates it.
     pub fn load(engine: &DoorEngine, bytes: &[u8]) -> anyhow::Result<Door> {
-        let component = compile(engine, bytes)?;
-        link(engine, &component, bytes)
+        let (component, compiled) = compile(engine, bytes)?;
+        link(engine, &component, bytes, compiled)
     }
 
     /// [`Door::load`] for a component that is to replace a live door: it must
     /// be the `door` world as this host serves it (see [`check_world`]).
     pub fn load_checked(engine: &DoorEngine, bytes: &[u8]) -> anyhow::Result<Door> {
-        let component = compile(engine, bytes)?;
+        let (component, compiled) = compile(engine, bytes)?;
         check_world(engine, &component)?;
-        link(engine, &component, bytes)
+        link(engine, &component, bytes, compiled)
     }
 }
 
@@ -208,12 +223,19 @@ pub fn check_world(engine: &Engine, component: &Component) -> anyhow::Result<()>
     Ok(())
 }
 
-fn compile(engine: &Engine, bytes: &[u8]) -> anyhow::Result<Component> {
-    wasm_context(
-        Component::new(engine, bytes),
-        "compiling the door component",
-    )
-    .map_err(|e| e.context(NotAComponent))
+/// `bytes` compiled for `engine`, or found in its compile cache.
+fn compile(engine: &DoorEngine, bytes: &[u8]) -> anyhow::Result<(Component, Compiled)> {
+    let compile = || {
+        wasm_context(
+            Component::new(engine, bytes),
+            "compiling the door component",
+        )
+        .map_err(|e| e.context(NotAComponent))
+    };
+    match &engine.cache {
+        Some(cache) => cache.load(engine, bytes, compile),
+        None => Ok((compile()?, Compiled::Fresh)),
+    }
 }
 
 /// Marks an error from bytes that do not compile as a component: its detail
@@ -230,7 +252,12 @@ impl std::fmt::Display for NotAComponent {
     }
 }
 
-fn link(engine: &DoorEngine, component: &Component, bytes: &[u8]) -> anyhow::Result<Door> {
+fn link(
+    engine: &DoorEngine,
+    component: &Component,
+    bytes: &[u8],
+    compiled: Compiled,
+) -> anyhow::Result<Door> {
     let mut linker = Linker::<RequestState>::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
@@ -247,6 +274,7 @@ fn link(engine: &DoorEngine, component: &Component, bytes: &[u8]) -> anyhow::Res
         pre,
         digest: digest(bytes),
         engine: engine.clone(),
+        compiled,
     })
 }
 

@@ -16,8 +16,9 @@ const LAYERS: &[&[&str]] = &[
     &["session"],
     // The door's imports, over a view of the store's data.
     &["imports"],
-    // One request's store, and the engine that instantiates doors in it.
-    &["request"],
+    // One request's store, compiled doors kept on disk, and the engine that
+    // instantiates doors in a store.
+    &["request", "cache"],
     &["engine"],
     // Versions of the door, and the operator's surface over them.
     &["swap"],

@@ -6,6 +6,7 @@ pub mod admission;
 pub mod agents;
 pub mod bindings;
 pub mod body;
+pub mod cache;
 pub mod connections;
 pub mod control;
 pub mod cpu;

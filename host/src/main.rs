@@ -14,6 +14,7 @@ use tracing_subscriber::EnvFilter;
 
 use murmur_door_host::admission;
 use murmur_door_host::agents::{Agent, CommandAgent, ScriptAgent};
+use murmur_door_host::cache::{CompileCache, Compiled};
 use murmur_door_host::connections;
 use murmur_door_host::control::{CONTROL_PATH, ControlToken};
 use murmur_door_host::cpu;
@@ -154,6 +155,14 @@ enum Command {
         #[arg(long, value_name = "BYTES", default_value_t = swap::MAX_COMPONENT_BYTES,
               value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 30))]
         max_component_bytes: usize,
+        /// Where compiled doors are kept, so a launch or swap of a door
+        /// compiled before compiles nothing; default
+        /// `$XDG_CACHE_HOME/murmur-door` or `~/.cache/murmur-door`.
+        #[arg(long, value_name = "DIR", conflicts_with = "no_compile_cache")]
+        compile_cache: Option<PathBuf>,
+        /// Compile the door at every launch and keep nothing on disk.
+        #[arg(long)]
+        no_compile_cache: bool,
     },
 }
 
@@ -181,6 +190,7 @@ struct Options {
     component: Option<PathBuf>,
     control_token_file: PathBuf,
     max_component_bytes: usize,
+    compile_cache: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -219,8 +229,14 @@ fn main() -> ExitCode {
                 component,
                 control_token_file,
                 max_component_bytes,
+                compile_cache,
+                no_compile_cache,
             },
     } = Cli::parse();
+    let compile_cache = match no_compile_cache {
+        true => None,
+        false => compile_cache.or_else(CompileCache::default_dir),
+    };
     let agent: Arc<dyn Agent> = match (agent, agent_cmd) {
         (_, Some(command)) => Arc::new(CommandAgent::new(command)),
         (AgentKind::Script, None) => Arc::new(ScriptAgent),
@@ -233,6 +249,7 @@ fn main() -> ExitCode {
         control_token_file,
         component,
         max_component_bytes,
+        compile_cache,
         manifest,
         listen,
         state,
@@ -293,10 +310,18 @@ async fn serve(options: Options) -> anyhow::Result<()> {
         component,
         control_token_file,
         max_component_bytes,
+        compile_cache,
     } = options;
     let manifest = Manifest::load(&manifest_path)
         .with_context(|| format!("manifest {}", manifest_path.display()))?;
-    let engine = engine::engine_for(http.max_instances, limits.max_memory_bytes)?;
+    let mut engine = engine::engine_for(http.max_instances, limits.max_memory_bytes)?;
+    if let Some(dir) = &compile_cache {
+        // A cache that cannot be used costs a compile, not the launch.
+        match CompileCache::open(dir) {
+            Ok(cache) => engine = engine.with_cache(cache),
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "compiled doors are not cached"),
+        }
+    }
     let door = match &component {
         None => Door::load(&engine, engine::EMBEDDED_DOOR)?,
         Some(path) => {
@@ -378,7 +403,11 @@ async fn serve(options: Options) -> anyhow::Result<()> {
     let source = component
         .as_ref()
         .map_or("embedded".to_string(), |p| p.display().to_string());
-    tracing::info!(digest = %door.digest, version = 1, %source, "door component loaded");
+    let compiled = match door.compiled {
+        Compiled::Cached => "cached",
+        Compiled::Fresh => "compiled",
+    };
+    tracing::info!(digest = %door.digest, version = 1, %source, %compiled, "door component loaded");
     tracing::info!(path = %tokens_file.display(), "tokens written");
     tracing::info!(path = %control_token_file.display(), surface = CONTROL_PATH, "control token written");
     tracing::info!(%url, "door listening");

@@ -26,6 +26,8 @@ pub struct Door {
     pub stderr: mpsc::Receiver<String>,
     /// The manifest it serves, for a restart on the same state.
     pub manifest: PathBuf,
+    /// What it logged up to its url.
+    pub launched: Vec<String>,
 }
 
 pub mod tempdir {
@@ -159,6 +161,9 @@ impl Door {
             .arg(state.path().join("tokens.json"))
             .args(extra)
             .env("RUST_LOG", level)
+            // The doors the tests launch share one compile cache, under
+            // target/, not the user's.
+            .env("XDG_CACHE_HOME", root().join("target/e2e-cache"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -177,6 +182,7 @@ impl Door {
                 }
             }
         });
+        let mut launched = Vec::new();
         let url = loop {
             let line = stderr
                 .recv_timeout(Duration::from_secs(60))
@@ -187,8 +193,11 @@ impl Door {
                     )
                 });
             if let Some(at) = line.find("url=") {
-                break line[at + 4..].trim().to_string();
+                let url = line[at + 4..].trim().to_string();
+                launched.push(line);
+                break url;
             }
+            launched.push(line);
         };
         let addr = url.strip_prefix("http://").unwrap().to_string();
         let tokens = serde_json::from_slice(&std::fs::read(&tokens_file).unwrap()).unwrap();
@@ -200,6 +209,7 @@ impl Door {
             tokens,
             stderr,
             manifest: manifest.to_path_buf(),
+            launched,
         }
     }
 
