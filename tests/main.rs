@@ -11,6 +11,7 @@ mod card_proto;
 mod front_door;
 mod guest_faults;
 mod hostile;
+mod hosting;
 mod interop;
 mod launch;
 mod listing;

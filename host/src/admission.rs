@@ -4,6 +4,10 @@
 //! cannot take the instances every other caller needs. A request that finds
 //! the pool full waits a moment (`--instance-wait-ms`) for an instance to be
 //! released before it is turned away.
+//!
+//! In a host of many capsules the pool is the host's, and each capsule may
+//! hold at most its share of it (`--capsule-instances`), so one capsule's
+//! streams cannot take the instances the others need.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -54,14 +58,21 @@ pub enum Refused {
 }
 
 pub struct Admission {
+    /// The instances this door may hold: its share of the pool.
     instances: Arc<Semaphore>,
+    /// The pool every door of the host draws from; None when the door's
+    /// own share is the whole pool.
+    pool: Option<Arc<Semaphore>>,
     per_caller: u32,
     wait: Duration,
     held: Mutex<HashMap<Caller, u32>>,
 }
 
 /// One door instance, held until it drops.
-pub struct Slot(Option<(Arc<Admission>, Caller, OwnedSemaphorePermit)>);
+pub struct Slot(Option<(Arc<Admission>, Caller, Permits)>);
+
+/// A share's permit, and the pool's when the pool is shared.
+type Permits = (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>);
 
 impl Slot {
     /// An instance counted against no admission: for requests that reach
@@ -73,8 +84,19 @@ impl Slot {
 
 impl Admission {
     pub fn new(instances: u32, per_caller: u32, wait: Duration) -> Arc<Admission> {
+        Admission::within(None, instances, per_caller, wait)
+    }
+
+    /// `share` instances of `pool` (a door's own pool when None).
+    pub fn within(
+        pool: Option<Arc<Semaphore>>,
+        share: u32,
+        per_caller: u32,
+        wait: Duration,
+    ) -> Arc<Admission> {
         Arc::new(Admission {
-            instances: Arc::new(Semaphore::new(instances as usize)),
+            instances: Arc::new(Semaphore::new(share as usize)),
+            pool,
             per_caller: per_caller.max(1),
             wait,
             held: Mutex::new(HashMap::new()),
@@ -94,9 +116,16 @@ impl Admission {
         }
         // Counted before the wait, so a caller cannot queue past its share.
         let slot = |permit| Slot(Some((self.clone(), caller, permit)));
-        let acquire = self.instances.clone().acquire_owned();
+        let acquire = async {
+            let share = self.instances.clone().acquire_owned().await?;
+            let pool = match &self.pool {
+                Some(pool) => Some(pool.clone().acquire_owned().await?),
+                None => None,
+            };
+            Ok::<_, tokio::sync::AcquireError>((share, pool))
+        };
         match tokio::time::timeout(self.wait, acquire).await {
-            Ok(Ok(permit)) => Ok(slot(permit)),
+            Ok(Ok(permits)) => Ok(slot(permits)),
             _ => {
                 self.release(&caller);
                 Err(Refused::Full)
@@ -160,6 +189,23 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(10)).await;
         drop(held);
         assert!(waiting.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_door_holds_at_most_its_share_of_a_shared_pool() {
+        let pool = Arc::new(Semaphore::new(3));
+        let a = Admission::within(Some(pool.clone()), 2, 5, Duration::from_millis(20));
+        let b = Admission::within(Some(pool.clone()), 2, 5, Duration::from_millis(20));
+        let a1 = a.admit(caller(1)).await.unwrap();
+        let _a2 = a.admit(caller(2)).await.unwrap();
+        // Its share is full, though the pool has room: b still gets in.
+        assert_eq!(a.admit(caller(3)).await.err(), Some(Refused::Full));
+        let _b1 = b.admit(caller(1)).await.unwrap();
+        // The pool is full: b waits, then is refused, within its share.
+        assert_eq!(b.admit(caller(2)).await.err(), Some(Refused::Full));
+        assert_eq!(pool.available_permits(), 0);
+        drop(a1);
+        assert!(b.admit(caller(2)).await.is_ok());
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub fn is_control(path: &str) -> bool {
 
 /// The token of `Bearer <token>`, the scheme in any case (RFC 9110
 /// 11.1), as the door reads it.
-fn bearer(value: &str) -> Option<&str> {
+pub(crate) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
@@ -99,22 +99,9 @@ pub async fn answer(
         ("", &Method::GET) => json_response(StatusCode::OK, doors.status()),
         ("/swap", &Method::POST) => {
             let max = doors.max_component_bytes();
-            let body = match Limited::new(body, max).collect().await {
-                Ok(body) => body.to_bytes(),
-                Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                    return error(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "payload_too_large",
-                        format!("a component is at most {max} bytes (--max-component-bytes)"),
-                    );
-                }
-                Err(_) => {
-                    return error(
-                        StatusCode::BAD_REQUEST,
-                        "bad_request",
-                        "the request body could not be read".into(),
-                    );
-                }
+            let body = match read_upload(body, max).await {
+                Ok(body) => body,
+                Err(refused) => return refused,
             };
             swap(doors, stores, &parts, body).await
         }
@@ -141,69 +128,101 @@ pub async fn answer(
     }
 }
 
+/// The body of a swap, at most `max` bytes.
+pub(crate) async fn read_upload(
+    body: Incoming,
+    max: usize,
+) -> Result<Bytes, Response<HyperOutgoingBody>> {
+    match Limited::new(body, max).collect().await {
+        Ok(body) => Ok(body.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("a component is at most {max} bytes (--max-component-bytes)"),
+        )),
+        Err(_) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "the request body could not be read".into(),
+        )),
+    }
+}
+
+/// A component to swap in: the body's bytes, or with `content-type:
+/// application/json` the file `{"path": ...}` names. Its bytes, where they
+/// came from, and whether a file was named.
+pub(crate) async fn component(
+    parts: &hyper::http::request::Parts,
+    body: Bytes,
+    max: usize,
+) -> Result<(Vec<u8>, swap::Source, bool), Response<HyperOutgoingBody>> {
+    let is_json = parts
+        .headers
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|h| h.split(';').next().unwrap_or("").trim() == "application/json");
+    if !is_json {
+        return Ok((body.to_vec(), "upload".to_string(), false));
+    }
+    let path = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("path").and_then(Value::as_str).map(str::to_string));
+    let Some(path) = path else {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            r#"a JSON body is {"path": "<component file>"}"#.into(),
+        ));
+    };
+    // A refusal never says what the file holds, nor whether it exists
+    // or what kind of file it is: only what a component needs.
+    match swap::read_component(path.as_ref(), max).await {
+        Ok(bytes) => Ok((bytes, path, true)),
+        Err(e) => {
+            tracing::warn!(%path, error = %format!("{e:#}"), "door swap refused: the file cannot be read");
+            Err(error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "refused",
+                format!(
+                    "{path} cannot be read as a component: it must be a regular file the host can read, of at most {max} bytes (--max-component-bytes); the live door keeps serving"
+                ),
+            ))
+        }
+    }
+}
+
+/// A swap refused: 422 with the reason; a file's bytes stay unquoted (an
+/// upload's are the caller's own).
+pub(crate) fn swap_refused(e: &anyhow::Error, by_path: bool) -> Response<HyperOutgoingBody> {
+    let message = if by_path && e.downcast_ref::<NotAComponent>().is_some() {
+        format!("{NotAComponent}; the live door keeps serving")
+    } else {
+        format!("{e:#}; the live door keeps serving")
+    };
+    error(StatusCode::UNPROCESSABLE_ENTITY, "refused", message)
+}
+
 async fn swap(
     doors: &Doors,
     stores: &Stores,
     parts: &hyper::http::request::Parts,
     body: Bytes,
 ) -> Response<HyperOutgoingBody> {
-    let is_json = parts
-        .headers
-        .get(hyper::header::CONTENT_TYPE)
-        .and_then(|h| h.to_str().ok())
-        .is_some_and(|h| h.split(';').next().unwrap_or("").trim() == "application/json");
-    let (bytes, source) = if is_json {
-        let path = serde_json::from_slice::<Value>(&body)
-            .ok()
-            .and_then(|v| v.get("path").and_then(Value::as_str).map(str::to_string));
-        let Some(path) = path else {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                r#"a JSON body is {"path": "<component file>"}"#.into(),
-            );
-        };
-        // A refusal never says what the file holds, nor whether it exists
-        // or what kind of file it is: only what a component needs.
-        let max = doors.max_component_bytes();
-        match swap::read_component(path.as_ref(), max).await {
-            Ok(bytes) => (bytes, path),
-            Err(e) => {
-                tracing::warn!(%path, error = %format!("{e:#}"), "door swap refused: the file cannot be read");
-                return error(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "refused",
-                    format!(
-                        "{path} cannot be read as a component: it must be a regular file the host can read, of at most {max} bytes (--max-component-bytes); the live door keeps serving"
-                    ),
-                );
-            }
-        }
-    } else {
-        (body.to_vec(), "upload".to_string())
+    let (bytes, source, by_path) = match component(parts, body, doors.max_component_bytes()).await {
+        Ok(component) => component,
+        Err(refused) => return refused,
     };
-    let by_path = is_json;
     match doors.swap(bytes, source, stores).await {
         Ok(swapped) => {
             let mut status = doors.status();
             status["tookMs"] = json!(swapped.took.as_secs_f64() * 1000.0);
             json_response(StatusCode::OK, status)
         }
-        // A file's bytes stay unquoted; an upload's are the caller's own.
-        Err(e) if by_path && e.downcast_ref::<NotAComponent>().is_some() => error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "refused",
-            format!("{NotAComponent}; the live door keeps serving"),
-        ),
-        Err(e) => error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "refused",
-            format!("{e:#}; the live door keeps serving"),
-        ),
+        Err(e) => swap_refused(&e, by_path),
     }
 }
 
-fn unauthorized() -> Response<HyperOutgoingBody> {
+pub(crate) fn unauthorized() -> Response<HyperOutgoingBody> {
     let mut response = error(
         StatusCode::UNAUTHORIZED,
         "unauthorized",
@@ -216,11 +235,15 @@ fn unauthorized() -> Response<HyperOutgoingBody> {
     response
 }
 
-fn error(status: StatusCode, code: &str, message: String) -> Response<HyperOutgoingBody> {
+pub(crate) fn error(
+    status: StatusCode,
+    code: &str,
+    message: String,
+) -> Response<HyperOutgoingBody> {
     json_response(status, json!({"error": code, "message": message}))
 }
 
-fn json_response(status: StatusCode, body: Value) -> Response<HyperOutgoingBody> {
+pub(crate) fn json_response(status: StatusCode, body: Value) -> Response<HyperOutgoingBody> {
     let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON value serializes"));
     Response::builder()
         .status(status)

@@ -26,6 +26,11 @@ const LAYERS: &[&[&str]] = &[
     // The listener and what it bounds.
     &["admission", "body", "connections"],
     &["server"],
+    // A capsule's door opened and closed on a server; the capsules file.
+    &["capsule", "roster"],
+    // A host of capsules on one engine, and its control surface.
+    &["host"],
+    &["host_control"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -16,6 +16,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tracing::Instrument;
 use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
@@ -89,27 +90,40 @@ impl Default for HttpLimits {
     }
 }
 
-/// What the limits of [`HttpLimits`] share across requests.
-struct Shared {
+/// What the requests of every door in a host draw from: connections, body
+/// bytes, door instances and door memory (`HttpLimits`). A one-capsule
+/// server has its own.
+#[derive(Clone)]
+pub struct Shared {
     connections: Arc<Connections>,
     bodies: BodyBudget,
-    admission: Arc<Admission>,
+    instances: Arc<Semaphore>,
     memory: Arc<MemoryPool>,
 }
 
 impl Shared {
-    fn new(http: &HttpLimits) -> Shared {
+    pub fn new(http: &HttpLimits) -> Shared {
         Shared {
             connections: Connections::new(http.max_connections),
             bodies: BodyBudget::new(http.max_body_memory_bytes),
-            admission: Admission::new(
-                http.max_instances,
-                http.max_instances_per_caller,
-                http.instance_wait,
-            ),
+            instances: Arc::new(Semaphore::new(http.max_instances as usize)),
             memory: MemoryPool::new(http.max_door_memory_bytes),
         }
     }
+
+    /// Door instances free in the pool now.
+    pub fn free_instances(&self) -> usize {
+        self.instances.available_permits()
+    }
+}
+
+/// A door's admission when its pool is its own.
+fn own_admission(http: &HttpLimits) -> Arc<Admission> {
+    Admission::new(
+        http.max_instances,
+        http.max_instances_per_caller,
+        http.instance_wait,
+    )
 }
 
 /// Warnings a flood of clients could repeat without end, once a second.
@@ -133,8 +147,14 @@ pub struct Server {
     control: Option<ControlToken>,
     /// What each request's HTTP side may take.
     http: HttpLimits,
-    /// The connections, body bytes and instances all requests share.
+    /// The connections, body bytes, instances and memory all requests share.
     shared: Shared,
+    /// Who gets an instance of the pool.
+    admission: Arc<Admission>,
+    /// Set when the server is shut: every connection closes.
+    shut: tokio::sync::watch::Sender<bool>,
+    /// The capsule, as its requests' logs name it.
+    name: Arc<str>,
 }
 
 impl Server {
@@ -143,8 +163,11 @@ impl Server {
         let authority = session.capsule.url.trim_start_matches("http://");
         let listener_authority = hyper::header::HeaderValue::from_str(authority)
             .unwrap_or(hyper::header::HeaderValue::from_static("localhost"));
-        let shared = Shared::new(&HttpLimits::default());
+        let http = HttpLimits::default();
+        let shared = Shared::new(&http);
+        let name = session.capsule.name.as_str().into();
         Server {
+            admission: own_admission(&http),
             doors: Doors::new(door, swap::EMBEDDED.to_string()),
             stores: Stores {
                 session,
@@ -153,9 +176,23 @@ impl Server {
             },
             listener_authority,
             control: None,
-            http: HttpLimits::default(),
+            http,
             shared,
+            shut: tokio::sync::watch::Sender::new(false),
+            name,
         }
+    }
+
+    /// Its requests' logs name the capsule `name`.
+    pub fn with_name(mut self, name: &str) -> Server {
+        self.name = name.into();
+        self
+    }
+
+    /// Closes every connection (their requests unanswered): for a capsule
+    /// whose session has closed and whose listener has stopped.
+    pub fn shut(&self) {
+        self.shut.send_replace(true);
     }
 
     /// A component to swap in is at most `max` bytes.
@@ -169,6 +206,21 @@ impl Server {
         self.http = http;
         self.shared = Shared::new(&http);
         self.stores.memory = self.shared.memory.clone();
+        self.admission = own_admission(&http);
+        self
+    }
+
+    /// Serves as one door of a host: its requests draw on `shared`, and
+    /// hold at most `share` of its instances.
+    pub fn in_host(mut self, shared: Shared, share: u32) -> Server {
+        self.stores.memory = shared.memory.clone();
+        self.admission = Admission::within(
+            Some(shared.instances.clone()),
+            share,
+            self.http.max_instances_per_caller,
+            self.http.instance_wait,
+        );
+        self.shared = shared;
         self
     }
 
@@ -176,6 +228,12 @@ impl Server {
     /// allow `limits.max_memory_bytes`).
     pub fn with_limits(mut self, limits: Limits) -> Server {
         self.stores.limits = limits;
+        self
+    }
+
+    /// The door came from `source` (a host's last swap).
+    pub fn with_source(mut self, source: swap::Source) -> Server {
+        self.doors = self.doors.with_source(source);
         self
     }
 
@@ -222,6 +280,7 @@ impl Server {
             };
             let _ = stream.set_nodelay(true);
             let server = self.clone();
+            let mut shut = self.shut.subscribe();
             tokio::spawn(async move {
                 let registered = Arc::new(registered);
                 let limits = server.http;
@@ -252,6 +311,7 @@ impl Server {
                     _ = served => {}
                     _ = registered.evicted() => tracing::debug!("connection closed to let a new one in"),
                     _ = registered.stream_client_gone(fd) => tracing::debug!("stream closed: its client has gone"),
+                    _ = shut.wait_for(|shut| *shut) => tracing::debug!("connection closed: the server is shut"),
                 }
             });
         }
@@ -272,7 +332,7 @@ impl Server {
         let started = tokio::time::Instant::now();
         let span = tracing::info_span!(
             "request",
-            capsule = self.stores.session.capsule.name.as_str(),
+            capsule = &*self.name,
             id = NEXT.fetch_add(1, Ordering::Relaxed),
             method = %request.method(),
             path = request.uri().path(),
@@ -328,7 +388,7 @@ impl Server {
         let version = serving.live().version;
         let span = tracing::Span::current();
         span.record("door", version);
-        let response = match self.shared.admission.admit(caller).await {
+        let response = match self.admission.admit(caller).await {
             Ok(slot) => {
                 let request = Request::from_parts(parts, body);
                 match self.run(serving, request, slot, tally.clone()).await {

@@ -13,7 +13,7 @@ use arc_swap::ArcSwap;
 use serde_json::{Value, json};
 
 use crate::cpu;
-use crate::engine::Door;
+use crate::engine::{Door, DoorEngine};
 use crate::request::Stores;
 use crate::tasks;
 
@@ -170,6 +170,16 @@ impl Doors {
         }
     }
 
+    /// The live door came from `source`.
+    pub fn with_source(self, source: Source) -> Doors {
+        let door = self.live().door.clone();
+        Doors {
+            max_component_bytes: self.max_component_bytes,
+            component_file: self.component_file,
+            ..Doors::new(door, source)
+        }
+    }
+
     /// A component to swap in is at most `max` bytes.
     pub fn with_max_component_bytes(mut self, max: usize) -> Doors {
         self.max_component_bytes = max;
@@ -192,33 +202,36 @@ impl Doors {
         stores: &Stores,
     ) -> anyhow::Result<SwapDone> {
         let started = Instant::now();
-        let engine = self.live().door.engine.clone();
-        let door = tokio::task::spawn_blocking(move || Door::load_checked(&engine, &bytes))
-            .await
-            .map_err(|e| anyhow::anyhow!("the compiling task failed: {e}"))?;
-        let door = match door {
-            Ok(door) => door,
-            Err(e) => {
-                tracing::warn!(%source, error = %format!("{e:#}"), "door swap refused");
-                return Err(e);
-            }
-        };
+        let door = compile(&self.live().door.engine, bytes, &source).await?;
+        let swapped = self.adopt(door, source, stores).await?;
+        Ok(SwapDone {
+            swapped,
+            took: started.elapsed(),
+        })
+    }
+
+    /// Makes `door`, compiled already, the live door once an instance of it
+    /// has started in a store `stores` makes.
+    pub async fn adopt(
+        &self,
+        door: Door,
+        source: Source,
+        stores: &Stores,
+    ) -> anyhow::Result<Swapped> {
         if let Err(e) = trial(&door, stores).await {
             tracing::warn!(%source, digest = %door.digest, error = %format!("{e:#}"), "door swap refused");
             return Err(e);
         }
         let swapped = self.install(door, source);
-        let took = started.elapsed();
         tracing::info!(
             old_version = swapped.old.version,
             old_digest = %swapped.old.door.digest,
             version = swapped.new.version,
             digest = %swapped.new.door.digest,
             source = %swapped.new.source,
-            millis = took.as_millis() as u64,
             "door swapped"
         );
-        Ok(SwapDone { swapped, took })
+        Ok(swapped)
     }
 
     /// SIGHUP: loads the `--component` file again and swaps to it.
@@ -298,6 +311,16 @@ impl Doors {
             "previous": slots.previous.as_ref().map(|p| p.describe()),
         })
     }
+}
+
+/// `bytes` compiled on `engine` off the request path (or found in its
+/// compile cache), checked to be a door this host serves.
+pub async fn compile(engine: &DoorEngine, bytes: Vec<u8>, source: &str) -> anyhow::Result<Door> {
+    let engine = engine.clone();
+    let door = tokio::task::spawn_blocking(move || Door::load_checked(&engine, &bytes))
+        .await
+        .map_err(|e| anyhow::anyhow!("the compiling task failed: {e}"))?;
+    door.inspect_err(|e| tracing::warn!(%source, error = %format!("{e:#}"), "door swap refused"))
 }
 
 /// Instantiates `door` once in a store of its own, answering nothing.

@@ -1,0 +1,150 @@
+//! One capsule's door, opened and closed: its session (the state directory
+//! locked, the store opened or resumed), its listener, its minted tokens and
+//! control token, and the server answering on it. `murmur-door serve` opens
+//! one; a host of capsules ([`crate::host`]) opens many on one engine.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::agents::Agent;
+use crate::control::{CONTROL_PATH, ControlToken};
+use crate::engine::Door;
+use crate::manifest::Manifest;
+use crate::server::Server;
+use crate::session::Session;
+use crate::tasks::events::Replay;
+use crate::tasks::{self, store::Store};
+
+/// How long a closing capsule waits for its requests to finish.
+pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// What a capsule is opened from.
+pub struct CapsuleConfig {
+    /// What logs and a host call it: the manifest's name, or its entry's.
+    pub name: String,
+    pub manifest: Manifest,
+    pub listen: SocketAddr,
+    /// The session's state directory: `session.db`, earlier sessions, the
+    /// lock.
+    pub state: PathBuf,
+    pub tokens_file: PathBuf,
+    pub control_token_file: PathBuf,
+    /// Reopen the session `state` records rather than start a new one.
+    pub resume: bool,
+    pub agent: Arc<dyn Agent>,
+    pub replay: Replay,
+}
+
+/// A capsule's door, answering.
+pub struct Capsule {
+    pub server: Arc<Server>,
+    pub session: Arc<Session>,
+    /// Where it answers: its card's `supportedInterfaces[0].url`.
+    pub url: String,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl Capsule {
+    /// Opens the session `config` names and serves `door` for it on
+    /// `config.listen`, the server set up by `configure` (limits, a host's
+    /// shared pool). The tokens and the control token are on disk before
+    /// anyone is answered. Fails, with nothing listening, when the state
+    /// directory is locked by another door or cannot be opened, the address
+    /// is taken, or a file cannot be written.
+    pub async fn open(
+        config: CapsuleConfig,
+        door: Door,
+        configure: impl FnOnce(Server) -> Server,
+    ) -> anyhow::Result<Capsule> {
+        let CapsuleConfig {
+            name,
+            manifest,
+            listen,
+            state,
+            tokens_file,
+            control_token_file,
+            resume,
+            agent,
+            replay,
+        } = config;
+        let opened = Store::open(&state, resume, tasks::now_ms())?;
+        let listener = TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        let url = listener_url(listener.local_addr()?);
+        let session = Arc::new(Session::start(
+            &manifest,
+            url.clone(),
+            opened.store,
+            agent,
+            replay,
+        )?);
+        // The tokens are on disk before the door answers anyone.
+        session
+            .tokens
+            .write_file(&tokens_file)
+            .with_context(|| format!("writing tokens to {}", tokens_file.display()))?;
+        let control = ControlToken::mint()?;
+        control.write_file(&control_token_file).with_context(|| {
+            format!(
+                "writing the control token to {}",
+                control_token_file.display()
+            )
+        })?;
+        let capsule = name.as_str();
+        tracing::info!(capsule = %capsule, version = %manifest.version, session = %session.id(), "session started");
+        if resume {
+            tracing::info!(capsule = %capsule, session = %session.id(), failed = opened.failed_by_resume.len(), "session resumed; tasks it left live are failed");
+        }
+        if let Some(archived) = &opened.archived {
+            tracing::info!(capsule = %capsule, path = %archived.display(), "previous session archived");
+        }
+        tracing::info!(capsule = %capsule, path = %tokens_file.display(), "tokens written");
+        tracing::info!(capsule = %capsule, path = %control_token_file.display(), surface = CONTROL_PATH, "control token written");
+
+        let server = Arc::new(configure(
+            Server::new(door, session.clone())
+                .with_control(control)
+                .with_name(&name),
+        ));
+        let serving = tokio::spawn(server.clone().serve(listener));
+        tracing::info!(capsule = %capsule, %url, "door listening");
+        Ok(Capsule {
+            server,
+            session,
+            url,
+            serving,
+        })
+    }
+
+    /// Closes the session as SIGTERM does: new tasks are rejected, held
+    /// requests answer with their task as it stands, streams end with
+    /// `capsule-closed`, detached commands are killed. Waits up to
+    /// [`CLOSE_WAIT`] for every request to finish and a moment for the last
+    /// bytes to leave, then closes the listener and every connection.
+    pub async fn close(self) {
+        self.session.close();
+        let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
+        while self.server.doors.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.serving.abort();
+        self.server.shut();
+    }
+}
+
+/// The address the listener answers on, for the card. An unspecified address
+/// (0.0.0.0, ::) answers on every interface; the card then names localhost.
+pub fn listener_url(addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        format!("http://localhost:{}", addr.port())
+    } else {
+        format!("http://{addr}")
+    }
+}

@@ -1,0 +1,307 @@
+//! A host of capsules: one wasmtime engine (one pooling allocator, one
+//! epoch ticker), and for each door version one compiled component and
+//! pre-instantiation, shared by every capsule; capsules added and removed
+//! while it runs. Each capsule keeps its own manifest, listener, state
+//! directory (lock, `session.db`, tokens, control token), task hub and event
+//! log; its requests run in stores of their own, drawing on the host's pool
+//! of instances up to the capsule's share.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::agents::Agent;
+use crate::capsule::{Capsule, CapsuleConfig};
+use crate::engine::{Door, DoorEngine};
+use crate::request::Limits;
+use crate::roster::{self, Entry, RosterError};
+use crate::server::{HttpLimits, Shared};
+use crate::swap::{self, Source};
+use crate::tasks::events::Replay;
+
+/// What every capsule of a host runs under.
+#[derive(Clone, Copy, Debug)]
+pub struct HostLimits {
+    pub limits: Limits,
+    /// The pool (`max_instances`), connections, body bytes and door memory
+    /// are the host's, shared by every capsule.
+    pub http: HttpLimits,
+    /// Instances of the pool one capsule may hold at once.
+    pub capsule_instances: u32,
+    pub max_component_bytes: usize,
+}
+
+pub struct Host {
+    engine: DoorEngine,
+    limits: HostLimits,
+    shared: Shared,
+    agent: Arc<dyn Agent>,
+    replay: Replay,
+    /// The door a capsule added now starts on: the last version swapped
+    /// into every capsule.
+    door: Mutex<(Door, Source)>,
+    capsules: Mutex<BTreeMap<String, Hosted>>,
+}
+
+struct Hosted {
+    entry: Entry,
+    /// None while the capsule opens.
+    capsule: Option<Arc<Capsule>>,
+}
+
+/// What a host-wide or partial swap did.
+pub struct HostSwap {
+    pub digest: String,
+    /// Capsules now live on the new version.
+    pub swapped: Vec<String>,
+    /// Capsules that kept their door, and why.
+    pub refused: Vec<(String, String)>,
+    /// Compiling (or loading from the cache) the new version once.
+    pub compile: Duration,
+    pub took: Duration,
+}
+
+impl Host {
+    pub fn new(
+        engine: DoorEngine,
+        door: Door,
+        source: Source,
+        limits: HostLimits,
+        agent: Arc<dyn Agent>,
+        replay: Replay,
+    ) -> Host {
+        Host {
+            engine,
+            shared: Shared::new(&limits.http),
+            limits,
+            agent,
+            replay,
+            door: Mutex::new((door, source)),
+            capsules: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Opens the capsule `entry` describes and serves it; its url. Refused
+    /// when another capsule has its name, state directory or address, or
+    /// when it cannot open (its state locked, its address taken): the other
+    /// capsules are untouched.
+    pub async fn add(&self, entry: Entry) -> Result<String, RosterError> {
+        {
+            let mut capsules = self.capsules.lock().unwrap();
+            let others: Vec<Entry> = capsules.values().map(|h| h.entry.clone()).collect();
+            roster::check_unique(&others, &entry)?;
+            capsules.insert(
+                entry.name.clone(),
+                Hosted {
+                    entry: entry.clone(),
+                    capsule: None,
+                },
+            );
+        }
+        let name = entry.name.clone();
+        let (door, source) = self.door.lock().unwrap().clone();
+        let limits = self.limits;
+        let shared = self.shared.clone();
+        let config = CapsuleConfig {
+            name: name.clone(),
+            manifest: entry.manifest,
+            listen: entry.listen,
+            state: entry.state,
+            tokens_file: entry.tokens_file,
+            control_token_file: entry.control_token_file,
+            resume: entry.resume,
+            agent: self.agent.clone(),
+            replay: self.replay,
+        };
+        let opened = Capsule::open(config, door, |server| {
+            server
+                .with_limits(limits.limits)
+                .with_http_limits(limits.http)
+                .with_max_component_bytes(limits.max_component_bytes)
+                .with_source(source)
+                .in_host(shared, limits.capsule_instances)
+        })
+        .await;
+        let mut capsules = self.capsules.lock().unwrap();
+        match opened {
+            Ok(capsule) => {
+                let url = capsule.url.clone();
+                if let Some(hosted) = capsules.get_mut(&name) {
+                    hosted.capsule = Some(Arc::new(capsule));
+                }
+                Ok(url)
+            }
+            Err(e) => {
+                capsules.remove(&name);
+                Err(RosterError {
+                    at: format!("capsule {name}"),
+                    key: String::new(),
+                    message: format!("{e:#}"),
+                })
+            }
+        }
+    }
+
+    /// Closes the capsule `name` as SIGTERM closes a door, and forgets it;
+    /// false when there is none (or it is still opening).
+    pub async fn remove(&self, name: &str) -> bool {
+        let capsule = {
+            let mut capsules = self.capsules.lock().unwrap();
+            match capsules.get(name) {
+                Some(Hosted {
+                    capsule: Some(_), ..
+                }) => capsules.remove(name).and_then(|h| h.capsule),
+                _ => None,
+            }
+        };
+        let Some(capsule) = capsule else {
+            return false;
+        };
+        close(capsule).await;
+        tracing::info!(capsule = name, "capsule removed");
+        true
+    }
+
+    /// Every capsule's name, url, session and live door.
+    pub fn list(&self) -> Value {
+        let capsules = self.capsules.lock().unwrap();
+        let listed: Vec<Value> = capsules
+            .iter()
+            .filter_map(|(name, hosted)| {
+                let capsule = hosted.capsule.as_ref()?;
+                let live = capsule.server.doors.live();
+                Some(json!({
+                    "name": name,
+                    "url": capsule.url,
+                    "session": capsule.session.id(),
+                    "state": hosted.entry.state,
+                    "door": {"version": live.version, "digest": live.door.digest},
+                    "inFlight": capsule.server.doors.in_flight(),
+                }))
+            })
+            .collect();
+        json!({"capsules": listed, "freeInstances": self.shared.free_instances()})
+    }
+
+    /// The capsules `names` names (every capsule when None); an unknown
+    /// name is refused.
+    fn chosen(&self, names: Option<&[String]>) -> Result<Vec<(String, Arc<Capsule>)>, String> {
+        let capsules = self.capsules.lock().unwrap();
+        let live =
+            |(name, hosted): (&String, &Hosted)| Some((name.clone(), hosted.capsule.clone()?));
+        match names {
+            None => Ok(capsules.iter().filter_map(live).collect()),
+            Some(names) => names
+                .iter()
+                .map(|name| {
+                    capsules
+                        .get_key_value(name)
+                        .and_then(live)
+                        .ok_or_else(|| format!("there is no capsule named {name}"))
+                })
+                .collect(),
+        }
+    }
+
+    /// Compiles `bytes` once and makes it the live door of the capsules
+    /// `names` names, or of every capsule (and of those added later) when
+    /// None. Requests in flight finish on the version they started on. A
+    /// capsule whose trial instance fails keeps its door.
+    pub async fn swap(
+        &self,
+        bytes: Vec<u8>,
+        source: Source,
+        names: Option<&[String]>,
+    ) -> anyhow::Result<HostSwap> {
+        let started = Instant::now();
+        let chosen = self.chosen(names).map_err(anyhow::Error::msg)?;
+        let door = swap::compile(&self.engine, bytes, &source).await?;
+        let compile = started.elapsed();
+        let mut swapped = Vec::new();
+        let mut refused = Vec::new();
+        for (name, capsule) in chosen {
+            let server = &capsule.server;
+            match server
+                .doors
+                .adopt(door.clone(), source.clone(), &server.stores)
+                .await
+            {
+                Ok(_) => swapped.push(name),
+                Err(e) => refused.push((name, format!("{e:#}"))),
+            }
+        }
+        if names.is_none() && refused.is_empty() {
+            *self.door.lock().unwrap() = (door.clone(), source);
+        }
+        let took = started.elapsed();
+        tracing::info!(
+            digest = %door.digest,
+            capsules = swapped.len(),
+            refused = refused.len(),
+            compile_ms = compile.as_millis() as u64,
+            millis = took.as_millis() as u64,
+            "host swap"
+        );
+        Ok(HostSwap {
+            digest: door.digest,
+            swapped,
+            refused,
+            compile,
+            took,
+        })
+    }
+
+    /// Makes each chosen capsule's previous door live again; the capsules
+    /// rolled back (those with no previous door are not).
+    pub fn rollback(&self, names: Option<&[String]>) -> Result<Vec<String>, String> {
+        Ok(self
+            .chosen(names)?
+            .into_iter()
+            .filter(|(_, capsule)| capsule.server.doors.rollback().is_some())
+            .map(|(name, _)| name)
+            .collect())
+    }
+
+    /// Closes every capsule, together.
+    pub async fn close(&self) {
+        let capsules: Vec<Arc<Capsule>> = {
+            let mut capsules = self.capsules.lock().unwrap();
+            std::mem::take(&mut *capsules)
+                .into_values()
+                .filter_map(|h| h.capsule)
+                .collect()
+        };
+        let closing: Vec<_> = capsules
+            .into_iter()
+            .map(|c| tokio::spawn(close(c)))
+            .collect();
+        for closed in closing {
+            let _ = closed.await;
+        }
+    }
+
+    /// The engine every capsule runs on.
+    pub fn engine(&self) -> &DoorEngine {
+        &self.engine
+    }
+
+    /// The largest component a swap reads.
+    pub fn max_component_bytes(&self) -> usize {
+        self.limits.max_component_bytes
+    }
+}
+
+/// Closes `capsule` once nothing else holds it.
+async fn close(capsule: Arc<Capsule>) {
+    match Arc::try_unwrap(capsule) {
+        Ok(capsule) => capsule.close().await,
+        // A swap or rollback holds it for a moment; its session closes all
+        // the same, and the rest follows when that ends.
+        Err(shared) => {
+            shared.session.close();
+            shared.server.shut();
+        }
+    }
+}

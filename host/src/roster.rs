@@ -1,0 +1,419 @@
+//! The capsules file of `murmur-door host`: the host's control listener and
+//! one entry per capsule. Paths are relative to the file's directory.
+//!
+//! ```yaml
+//! control:
+//!   listen: 127.0.0.1:41900        # the host's control listener
+//!   token_file: host-control-token # default: beside this file
+//! capsules:
+//!   - name: alpha                  # default: the manifest's name
+//!     manifest: alpha/murmur.yaml
+//!     listen: 127.0.0.1:41873
+//!     state: alpha/.murmur-door
+//!     tokens_file: alpha/tokens.json       # default: STATE/tokens.json
+//!     control_token_file: alpha/control    # default: beside the tokens file
+//!     resume: false
+//! ```
+//!
+//! An entry added to a running host (the control surface's `POST
+//! /capsules`) has the same keys, as JSON. A bad entry is refused naming its
+//! capsule and key.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde_yaml::Value;
+
+use crate::manifest::Manifest;
+
+/// The control token's file name beside the tokens file, as `serve` has it.
+pub const CONTROL_TOKEN_FILE: &str = "control-token";
+/// The host's control token's file name beside the capsules file.
+pub const HOST_CONTROL_TOKEN_FILE: &str = "host-control-token";
+
+/// One capsule, as an entry names it.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub name: String,
+    pub manifest_path: PathBuf,
+    pub manifest: Manifest,
+    pub listen: SocketAddr,
+    pub state: PathBuf,
+    pub tokens_file: PathBuf,
+    pub control_token_file: PathBuf,
+    pub resume: bool,
+}
+
+/// The capsules file.
+#[derive(Clone, Debug)]
+pub struct Roster {
+    pub control_listen: SocketAddr,
+    pub control_token_file: PathBuf,
+    pub capsules: Vec<Entry>,
+}
+
+/// A refused entry or file: where, which key, why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RosterError {
+    /// `capsules[1] (beta)`, `control`, or empty for the file itself.
+    pub at: String,
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for RosterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.at.is_empty(), self.key.is_empty()) {
+            (true, true) => f.write_str(&self.message),
+            (true, false) => write!(f, "{}: {}", self.key, self.message),
+            (false, true) => write!(f, "{}: {}", self.at, self.message),
+            (false, false) => write!(f, "{}: {}: {}", self.at, self.key, self.message),
+        }
+    }
+}
+
+impl std::error::Error for RosterError {}
+
+fn error(at: &str, key: &str, message: impl Into<String>) -> RosterError {
+    RosterError {
+        at: at.to_string(),
+        key: key.to_string(),
+        message: message.into(),
+    }
+}
+
+impl Roster {
+    pub fn load(path: &Path) -> Result<Roster, RosterError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| error("", "", format!("{}: {e}", path.display())))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Roster::parse(&text, base)
+    }
+
+    /// The file `text`, its paths relative to `base`. Every entry is checked,
+    /// names, state directories and fixed listen addresses are each used
+    /// once, before anything is opened.
+    pub fn parse(text: &str, base: &Path) -> Result<Roster, RosterError> {
+        let root: Value = serde_yaml::from_str(text).map_err(|e| error("", "", e.to_string()))?;
+        let Value::Mapping(root) = root else {
+            return Err(error(
+                "",
+                "",
+                "expected a mapping with control and capsules",
+            ));
+        };
+        only(&root, "", &["control", "capsules"])?;
+        let control = match root.get("control") {
+            Some(Value::Mapping(control)) => control.clone(),
+            Some(_) => return Err(error("", "control", "expected a mapping")),
+            None => return Err(error("", "control", "is required")),
+        };
+        only(&control, "control", &["listen", "token_file"])?;
+        let control_listen = address(control.get("listen"), "control", "listen")?;
+        let control_token_file = match control.get("token_file") {
+            None | Some(Value::Null) => base.join(HOST_CONTROL_TOKEN_FILE),
+            Some(v) => base.join(path(Some(v), "control", "token_file")?),
+        };
+        let entries = match root.get("capsules") {
+            Some(Value::Sequence(entries)) => entries.clone(),
+            None | Some(Value::Null) => Vec::new(),
+            Some(_) => return Err(error("", "capsules", "expected a list of entries")),
+        };
+        let mut capsules = Vec::new();
+        for (i, value) in entries.iter().enumerate() {
+            let at = format!("capsules[{i}]");
+            let entry = Entry::parse(value, base, &at)?;
+            check_unique(&capsules, &entry)?;
+            capsules.push(entry);
+        }
+        Ok(Roster {
+            control_listen,
+            control_token_file,
+            capsules,
+        })
+    }
+}
+
+/// Refuses `entry` when it reuses a name, a state directory or a fixed
+/// listen address of `others`.
+pub fn check_unique(others: &[Entry], entry: &Entry) -> Result<(), RosterError> {
+    let at = format!("capsule {}", entry.name);
+    let names: HashSet<&str> = others.iter().map(|e| e.name.as_str()).collect();
+    if names.contains(entry.name.as_str()) {
+        return Err(error(&at, "name", "another capsule has this name"));
+    }
+    if others.iter().any(|e| same_dir(&e.state, &entry.state)) {
+        return Err(error(
+            &at,
+            "state",
+            "another capsule has this state directory",
+        ));
+    }
+    if entry.listen.port() != 0 && others.iter().any(|e| e.listen == entry.listen) {
+        return Err(error(
+            &at,
+            "listen",
+            "another capsule listens on this address",
+        ));
+    }
+    Ok(())
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+impl Entry {
+    /// One entry, `at` naming it in errors (`capsules[2]`).
+    pub fn parse(value: &Value, base: &Path, at: &str) -> Result<Entry, RosterError> {
+        let Value::Mapping(map) = value else {
+            return Err(error(at, "", "expected a mapping"));
+        };
+        // Named as soon as its name is known.
+        let named = match map.get("name") {
+            Some(Value::String(name)) => format!("{at} ({name})"),
+            _ => at.to_string(),
+        };
+        let at = named.as_str();
+        only(
+            map,
+            at,
+            &[
+                "name",
+                "manifest",
+                "listen",
+                "state",
+                "tokens_file",
+                "control_token_file",
+                "resume",
+            ],
+        )?;
+        let manifest_path = base.join(path(map.get("manifest"), at, "manifest")?);
+        let manifest = Manifest::load(&manifest_path)
+            .map_err(|e| error(at, "manifest", format!("{}: {e}", manifest_path.display())))?;
+        let name = match map.get("name") {
+            None | Some(Value::Null) => manifest.name.clone(),
+            Some(Value::String(name)) if valid_name(name) => name.clone(),
+            Some(_) => {
+                return Err(error(
+                    at,
+                    "name",
+                    "expected 1 to 64 letters, digits, '-', '_' or '.'",
+                ));
+            }
+        };
+        let listen = address(map.get("listen"), at, "listen")?;
+        let state = base.join(path(map.get("state"), at, "state")?);
+        let tokens_file = match map.get("tokens_file") {
+            None | Some(Value::Null) => state.join("tokens.json"),
+            Some(v) => base.join(path(Some(v), at, "tokens_file")?),
+        };
+        let control_token_file = match map.get("control_token_file") {
+            None | Some(Value::Null) => tokens_file.with_file_name(CONTROL_TOKEN_FILE),
+            Some(v) => base.join(path(Some(v), at, "control_token_file")?),
+        };
+        let resume = match map.get("resume") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(resume)) => *resume,
+            Some(_) => return Err(error(at, "resume", "expected a boolean")),
+        };
+        Ok(Entry {
+            name,
+            manifest_path,
+            manifest,
+            listen,
+            state,
+            tokens_file,
+            control_token_file,
+            resume,
+        })
+    }
+}
+
+/// A capsule's name: it names the capsule in paths of the control surface
+/// and in metrics.
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+fn only(map: &serde_yaml::Mapping, at: &str, keys: &[&str]) -> Result<(), RosterError> {
+    for key in map.keys() {
+        let known = key.as_str().is_some_and(|k| keys.contains(&k));
+        if !known {
+            let key = key
+                .as_str()
+                .map_or_else(|| format!("{key:?}"), str::to_string);
+            return Err(error(
+                at,
+                &key,
+                format!("is not a key here (expected one of {})", keys.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn path(value: Option<&Value>, at: &str, key: &str) -> Result<PathBuf, RosterError> {
+    match value {
+        Some(Value::String(p)) if !p.is_empty() => Ok(PathBuf::from(p)),
+        None | Some(Value::Null) => Err(error(at, key, "is required")),
+        Some(_) => Err(error(at, key, "expected a path")),
+    }
+}
+
+fn address(value: Option<&Value>, at: &str, key: &str) -> Result<SocketAddr, RosterError> {
+    let text = match value {
+        Some(Value::String(text)) => text,
+        None | Some(Value::Null) => return Err(error(at, key, "is required")),
+        Some(_) => {
+            return Err(error(
+                at,
+                key,
+                "expected an address such as 127.0.0.1:41873",
+            ));
+        }
+    };
+    text.parse().map_err(|_| {
+        error(
+            at,
+            key,
+            format!("expected an address such as 127.0.0.1:41873, found '{text}'"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory of its own for each test (they run at once), beside the
+    /// manifests the entries name.
+    fn dir() -> PathBuf {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "roster-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.yaml"), "name: alpha\nversion: 0.1.0\n").unwrap();
+        std::fs::write(dir.join("bad.yaml"), "name: beta\n").unwrap();
+        dir
+    }
+
+    fn refused(text: &str) -> String {
+        refused_in(text, &dir())
+    }
+
+    fn refused_in(text: &str, base: &Path) -> String {
+        Roster::parse(text, base).unwrap_err().to_string()
+    }
+
+    const CONTROL: &str = "control: {listen: 127.0.0.1:0}\n";
+
+    #[test]
+    fn a_file_of_two_capsules() {
+        let base = dir();
+        let roster = Roster::parse(
+            &format!(
+                "{CONTROL}capsules:\n  - {{manifest: a.yaml, listen: 127.0.0.1:0, state: s1}}\n  - {{name: second, manifest: a.yaml, listen: 127.0.0.1:0, state: s2, resume: true}}\n"
+            ),
+            &base,
+        )
+        .unwrap();
+        assert_eq!(
+            roster.control_token_file,
+            base.join(HOST_CONTROL_TOKEN_FILE)
+        );
+        let [first, second] = &roster.capsules[..] else {
+            panic!()
+        };
+        assert_eq!(first.name, "alpha");
+        assert_eq!(first.state, base.join("s1"));
+        assert_eq!(first.tokens_file, base.join("s1/tokens.json"));
+        assert_eq!(first.control_token_file, base.join("s1/control-token"));
+        assert!(!first.resume);
+        assert_eq!(second.name, "second");
+        assert!(second.resume);
+    }
+
+    #[test]
+    fn a_bad_entry_is_refused_with_its_capsule_and_key() {
+        let base = dir();
+        let entry = |e: &str| refused_in(&format!("{CONTROL}capsules:\n  - {e}\n"), &base);
+        assert_eq!(
+            entry("{manifest: bad.yaml, listen: 127.0.0.1:0, state: s}"),
+            format!(
+                "capsules[0]: manifest: {}: version: is required",
+                base.join("bad.yaml").display()
+            )
+        );
+        assert_eq!(
+            entry("{name: beta, manifest: a.yaml, listen: nowhere, state: s}"),
+            "capsules[0] (beta): listen: expected an address such as 127.0.0.1:41873, found 'nowhere'"
+        );
+        assert_eq!(
+            entry("{name: beta, manifest: a.yaml, listen: 127.0.0.1:0}"),
+            "capsules[0] (beta): state: is required"
+        );
+        assert_eq!(
+            entry("{name: beta, manifest: a.yaml, listen: 127.0.0.1:0, state: s, colour: red}"),
+            "capsules[0] (beta): colour: is not a key here (expected one of name, manifest, listen, state, tokens_file, control_token_file, resume)"
+        );
+        assert_eq!(
+            entry("{name: 'a/b', manifest: a.yaml, listen: 127.0.0.1:0, state: s}"),
+            "capsules[0] (a/b): name: expected 1 to 64 letters, digits, '-', '_' or '.'"
+        );
+        assert_eq!(
+            entry("{name: b, manifest: a.yaml, listen: 127.0.0.1:0, state: s, resume: yes please}"),
+            "capsules[0] (b): resume: expected a boolean"
+        );
+    }
+
+    #[test]
+    fn names_state_directories_and_addresses_are_used_once() {
+        let two = |a: &str, b: &str| {
+            refused(&format!(
+                "{CONTROL}capsules:\n  - {{manifest: a.yaml, {a}}}\n  - {{name: other, manifest: a.yaml, {b}}}\n"
+            ))
+        };
+        assert_eq!(
+            refused(&format!(
+                "{CONTROL}capsules:\n  - {{manifest: a.yaml, listen: 127.0.0.1:0, state: s1}}\n  - {{manifest: a.yaml, listen: 127.0.0.1:0, state: s2}}\n"
+            )),
+            "capsule alpha: name: another capsule has this name"
+        );
+        assert_eq!(
+            two(
+                "listen: 127.0.0.1:0, state: s",
+                "listen: 127.0.0.1:0, state: s"
+            ),
+            "capsule other: state: another capsule has this state directory"
+        );
+        assert_eq!(
+            two(
+                "listen: 127.0.0.1:5000, state: s1",
+                "listen: 127.0.0.1:5000, state: s2"
+            ),
+            "capsule other: listen: another capsule listens on this address"
+        );
+    }
+
+    #[test]
+    fn the_file_needs_a_control_listener() {
+        assert_eq!(refused("capsules: []\n"), "control: is required");
+        assert_eq!(
+            refused("control: {listen: 127.0.0.1:0, port: 1}\n"),
+            "control: port: is not a key here (expected one of listen, token_file)"
+        );
+    }
+}

@@ -1,0 +1,401 @@
+//! `murmur-door host`: many capsules in one process, one engine and one
+//! compiled door shared by all, each capsule with its own listener, state
+//! directory, tokens and session; the host's control surface.
+
+use crate::common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::tempdir::TempDir;
+use common::{Reply, binary, exchange, root};
+use murmur_door_host::engine::EMBEDDED_DOOR;
+use serde_json::{Value, json};
+
+const PUBLIC: &str = "name: alpha\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n";
+const SECURED: &str =
+    "name: NAME\nversion: 0.1.0\nnetwork:\n  authentication:\n    scheme: bearer\n";
+
+/// A running host: its capsules' urls by name, its control address.
+struct Hosted {
+    child: Child,
+    dir: TempDir,
+    urls: HashMap<String, String>,
+    control: String,
+    token: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Drop for Hosted {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes the manifests and a capsules file of `entries` (YAML flow
+/// mappings) in a fresh directory.
+fn files(entries: &[&str]) -> (TempDir, PathBuf) {
+    let dir = TempDir::new("host");
+    std::fs::write(dir.path().join("alpha.yaml"), PUBLIC).unwrap();
+    for name in ["beta", "gamma"] {
+        std::fs::write(
+            dir.path().join(format!("{name}.yaml")),
+            SECURED.replace("NAME", name),
+        )
+        .unwrap();
+    }
+    let mut file = String::from("control: {listen: 127.0.0.1:0}\ncapsules:\n");
+    for entry in entries {
+        file.push_str(&format!("  - {entry}\n"));
+    }
+    let path = dir.path().join("capsules.yaml");
+    std::fs::write(&path, file).unwrap();
+    (dir, path)
+}
+
+fn command(path: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(binary());
+    command
+        .arg("host")
+        .arg(path)
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .env("XDG_CACHE_HOME", root().join("target/e2e-cache"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+const THREE: [&str; 3] = [
+    "{manifest: alpha.yaml, listen: 127.0.0.1:0, state: alpha}",
+    "{manifest: beta.yaml, listen: 127.0.0.1:0, state: beta}",
+    "{manifest: gamma.yaml, listen: 127.0.0.1:0, state: gamma}",
+];
+
+/// Launches a host of `entries` and waits for its control listener.
+fn launch(entries: &[&str], extra: &[&str]) -> Hosted {
+    let (dir, path) = files(entries);
+    let mut child = command(&path, extra).spawn().unwrap();
+    let (lines, stderr) = mpsc::channel();
+    let pipe = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut urls = HashMap::new();
+    let control = loop {
+        let line = stderr
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the host announces its control url");
+        let url = |line: &str| {
+            let at = line.find("url=").unwrap();
+            line[at + 4..]
+                .trim()
+                .trim_start_matches("http://")
+                .to_string()
+        };
+        if line.contains("door listening") {
+            let at = line.find("capsule=").unwrap() + "capsule=".len();
+            let name = line[at..].split_whitespace().next().unwrap().to_string();
+            urls.insert(name, url(&line));
+        } else if line.contains("host listening") {
+            break url(&line);
+        }
+    };
+    let token = std::fs::read_to_string(dir.path().join("host-control-token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    Hosted {
+        child,
+        dir,
+        urls,
+        control,
+        token,
+        stderr,
+    }
+}
+
+fn send(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    exchange(addr, head.as_bytes(), body)
+}
+
+impl Hosted {
+    fn control(&self, method: &str, path: &str, body: &[u8]) -> Reply {
+        let auth = format!("Bearer {}", self.token);
+        send(
+            &self.control,
+            method,
+            path,
+            &[("authorization", &auth)],
+            body,
+        )
+    }
+
+    fn capsules(&self) -> Value {
+        let reply = self.control("GET", "/capsules", b"");
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        reply.json()
+    }
+
+    /// Each capsule's live door version, by name.
+    fn versions(&self) -> HashMap<String, u64> {
+        self.capsules()["capsules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap().to_string(),
+                    c["door"]["version"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn card(&self, name: &str) -> Reply {
+        send(
+            &self.urls[name],
+            "GET",
+            "/.well-known/agent-card.json",
+            &[],
+            b"",
+        )
+    }
+
+    fn tokens(&self, name: &str) -> Value {
+        let file = self.dir.path().join(name).join("tokens.json");
+        serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap()
+    }
+
+    /// GetTask of a task no one has, with `token`, on capsule `name`.
+    fn get_task(&self, name: &str, token: &str) -> Reply {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"tsk_none"}}"#;
+        let auth = format!("Bearer {token}");
+        send(
+            &self.urls[name],
+            "POST",
+            "/",
+            &[
+                ("content-type", "application/json"),
+                ("a2a-version", "1.0"),
+                ("authorization", &auth),
+            ],
+            body.as_bytes(),
+        )
+    }
+
+    /// Every line logged so far.
+    fn log(&self) -> Vec<String> {
+        std::thread::sleep(Duration::from_millis(100));
+        self.stderr.try_iter().collect()
+    }
+}
+
+/// Each capsule answers on its own listener with its own card and tokens;
+/// one capsule's token opens no other's door.
+#[test]
+fn each_capsule_is_its_own_door() {
+    let host = launch(&THREE, &[]);
+    assert_eq!(host.urls.len(), 3);
+    for name in ["alpha", "beta", "gamma"] {
+        let card = host.card(name);
+        assert_eq!(card.status, 200);
+        assert_eq!(card.json()["name"], name);
+    }
+    let beta = host.tokens("beta")["operator"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gamma = host.tokens("gamma")["operator"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(beta, gamma);
+    // A task no one has: the token is good on its own capsule only.
+    assert_eq!(host.get_task("beta", &beta).json()["error"]["code"], -32001);
+    assert_eq!(host.get_task("gamma", &beta).status, 401);
+    assert_eq!(host.get_task("beta", &gamma).status, 401);
+    assert_eq!(
+        host.get_task("gamma", &gamma).json()["error"]["code"],
+        -32001
+    );
+    // Each capsule has its own state directory and its own control token.
+    for name in ["alpha", "beta", "gamma"] {
+        let state = host.dir.path().join(name);
+        assert!(state.join("session.db").exists());
+        assert!(state.join("control-token").exists());
+    }
+    let listed = host.capsules();
+    let names: Vec<&str> = listed["capsules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alpha", "beta", "gamma"]);
+    // The host's surface needs its own token.
+    assert_eq!(
+        send(&host.control, "GET", "/capsules", &[], b"").status,
+        401
+    );
+    let auth = format!("Bearer {beta}");
+    assert_eq!(
+        send(
+            &host.control,
+            "GET",
+            "/capsules",
+            &[("authorization", &auth)],
+            b""
+        )
+        .status,
+        401
+    );
+}
+
+/// One compile swaps every capsule; a swap or rollback can name capsules;
+/// an unknown one is refused.
+#[test]
+fn one_compile_swaps_every_capsule_or_the_ones_named() {
+    let host = launch(&THREE, &[]);
+    let reply = host.control("POST", "/swap", EMBEDDED_DOOR);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let swapped = reply.json();
+    assert_eq!(swapped["swapped"], json!(["alpha", "beta", "gamma"]));
+    assert_eq!(swapped["refused"], json!([]));
+    let all =
+        |v: u64| HashMap::from([("alpha".into(), v), ("beta".into(), v), ("gamma".into(), v)]);
+    assert_eq!(host.versions(), all(2));
+    let log = host.log();
+    assert_eq!(log.iter().filter(|l| l.contains("host swap")).count(), 1);
+    assert_eq!(log.iter().filter(|l| l.contains("door swapped")).count(), 3);
+
+    let reply = host.control("POST", "/swap?capsules=beta", EMBEDDED_DOOR);
+    assert_eq!(reply.json()["swapped"], json!(["beta"]));
+    let mut expected = all(2);
+    expected.insert("beta".into(), 3);
+    assert_eq!(host.versions(), expected);
+    let reply = host.control("POST", "/rollback?capsules=beta", b"");
+    assert_eq!(reply.json()["rolledBack"], json!(["beta"]));
+    assert_eq!(host.versions()["beta"], 2);
+
+    let reply = host.control("POST", "/swap?capsules=delta", EMBEDDED_DOOR);
+    assert_eq!(reply.status, 404);
+    assert_eq!(reply.json()["message"], "there is no capsule named delta");
+    let reply = host.control("POST", "/swap", b"not a component");
+    assert_eq!(reply.status, 422);
+    assert_eq!(host.versions(), {
+        let mut v = all(2);
+        v.insert("beta".into(), 2);
+        v
+    });
+    for name in ["alpha", "beta", "gamma"] {
+        assert_eq!(host.card(name).status, 200);
+    }
+}
+
+/// Removing a capsule closes it alone and releases its state directory: it
+/// can be added again. A bad entry is refused naming its key.
+#[test]
+fn capsules_are_added_and_removed_while_the_host_runs() {
+    let host = launch(&THREE[..2], &[]);
+    let reply = host.control("DELETE", "/capsules/beta", b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(std::net::TcpStream::connect(&host.urls["beta"]).is_err());
+    assert_eq!(host.card("alpha").status, 200);
+    assert_eq!(host.control("DELETE", "/capsules/beta", b"").status, 404);
+
+    // The same state directory opens again: its lock was released.
+    let entry = json!({"manifest": "beta.yaml", "listen": "127.0.0.1:0", "state": "beta"});
+    let reply = host.control("POST", "/capsules", entry.to_string().as_bytes());
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    let url = reply.json()["url"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
+    let card = send(&url, "GET", "/.well-known/agent-card.json", &[], b"");
+    assert_eq!(card.json()["name"], "beta");
+
+    for (entry, message) in [
+        (
+            json!({"manifest": "beta.yaml", "listen": "127.0.0.1:0", "state": "other"}),
+            "capsule beta: name: another capsule has this name",
+        ),
+        (
+            json!({"name": "delta", "manifest": "beta.yaml", "listen": "127.0.0.1:0", "state": "alpha"}),
+            "capsule delta: state: another capsule has this state directory",
+        ),
+        (
+            json!({"name": "delta", "manifest": "beta.yaml", "listen": 7, "state": "d"}),
+            "entry (delta): listen: expected an address such as 127.0.0.1:41873",
+        ),
+    ] {
+        let reply = host.control("POST", "/capsules", entry.to_string().as_bytes());
+        assert_eq!(reply.status, 422);
+        assert_eq!(reply.json()["message"], message);
+    }
+    assert_eq!(host.capsules()["capsules"].as_array().unwrap().len(), 2);
+}
+
+/// A capsule holds at most its share of the pool: a full share in one
+/// leaves the others answering.
+#[test]
+fn a_full_share_leaves_the_other_capsules_answering() {
+    let host = launch(
+        &THREE[..2],
+        &["--capsule-instances", "2", "--instance-wait-ms", "100"],
+    );
+    let held = |n: usize| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{n},"method":"SendMessage","params":{{"message":{{"messageId":"m{n}","role":"ROLE_USER","parts":[{{"text":"sleep 3000"}}]}}}}}}"#
+        );
+        let addr = host.urls["alpha"].clone();
+        std::thread::spawn(move || common::post(&addr, &body))
+    };
+    let holding: Vec<_> = (0..2).map(held).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let refused = host.card("alpha");
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    let beta = host.card("beta");
+    assert_eq!(beta.status, 200);
+    for held in holding {
+        held.join().unwrap();
+    }
+    assert_eq!(host.card("alpha").status, 200);
+}
+
+/// At launch nothing listens until every entry is valid: a bad one stops
+/// the host naming its capsule and key.
+#[test]
+fn a_bad_entry_stops_the_launch_naming_it() {
+    let (_dir, path) = files(&[
+        THREE[0],
+        "{name: beta, manifest: beta.yaml, listen: 127.0.0.1:0, state: beta, colour: red}",
+    ]);
+    let output = command(&path, &[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("capsules[1] (beta): colour: is not a key here"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening"), "{stderr}");
+}
