@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Many capsules in one process: `murmur-door host` with N capsules added one
+by one through its control surface, then measured.
+
+Reports:
+- adding a capsule until it answers its card (p50, p99);
+- RSS, address space and descriptors per idle capsule beyond the first;
+- GET card and GetTask p50/p99 on random capsules of the N-capsule host,
+  against the same on a one-capsule host, from the same client;
+- a host-wide swap of every capsule (compile, or load from the compile
+  cache, once) while a client keeps asking random capsules for their card:
+  requests served and failed.
+
+Usage: python3 bench/capsules.py [N] [requests]   (default 100, 2000)
+Builds the release binary first."""
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, "target", "release", "murmur-door")
+MANIFEST = "name: bench\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n"
+
+
+def request(addr, method, path, body=b"", headers=()):
+    """One request on a fresh connection: (status, body)."""
+    host, port = addr.split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        head = f"{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {len(body)}\r\n"
+        for name, value in headers:
+            head += f"{name}: {value}\r\n"
+        s.sendall(head.encode() + b"\r\n" + body)
+        raw = b""
+        while chunk := s.recv(65536):
+            raw += chunk
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), payload
+
+
+def proc(pid):
+    """RSS and address space in KiB, and open descriptors."""
+    status = open(f"/proc/{pid}/status").read().splitlines()
+    field = lambda name: int(next(l for l in status if l.startswith(name)).split()[1])
+    return field("VmRSS:"), field("VmSize:"), len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def percentiles(samples):
+    samples = sorted(samples)
+    return samples[len(samples) // 2], samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+
+
+class Host:
+    def __init__(self, dir):
+        self.dir = dir
+        with open(os.path.join(dir, "bench.yaml"), "w") as f:
+            f.write(MANIFEST)
+        with open(os.path.join(dir, "capsules.yaml"), "w") as f:
+            f.write("control: {listen: 127.0.0.1:0}\ncapsules: []\n")
+        self.process = subprocess.Popen(
+            [BINARY, "host", os.path.join(dir, "capsules.yaml"), "--max-instances", "256"],
+            stderr=subprocess.PIPE, text=True, env=dict(os.environ, RUST_LOG="warn,murmur_door=info"))
+        for line in self.process.stderr:
+            if "host listening" in line:
+                self.control = line.split("url=http://")[1].strip()
+                break
+        threading.Thread(target=lambda: [None for _ in self.process.stderr], daemon=True).start()
+        self.token = open(os.path.join(dir, "host-control-token")).read().strip()
+        self.urls = {}
+
+    def control_request(self, method, path, body=b""):
+        return request(self.control, method, path, body, [("authorization", f"Bearer {self.token}")])
+
+    def add(self, name):
+        entry = json.dumps({"name": name, "manifest": "bench.yaml", "listen": "127.0.0.1:0", "state": f"states/{name}"})
+        started = time.perf_counter()
+        status, body = self.control_request("POST", "/capsules", entry.encode())
+        assert status == 201, body
+        url = json.loads(body)["url"].removeprefix("http://")
+        status, _ = request(url, "GET", "/.well-known/agent-card.json")
+        assert status == 200
+        self.urls[name] = url
+        return (time.perf_counter() - started) * 1000
+
+    def close(self):
+        self.process.terminate()
+        self.process.wait()
+
+
+GET_TASK = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "tsk_none"}}).encode()
+RPC = [("content-type", "application/json"), ("a2a-version", "1.0")]
+
+
+def latencies(urls, count):
+    card, task = [], []
+    for _ in range(count):
+        url = random.choice(urls)
+        started = time.perf_counter()
+        assert request(url, "GET", "/.well-known/agent-card.json")[0] == 200
+        card.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        assert request(url, "POST", "/", GET_TASK, RPC)[0] == 200
+        task.append((time.perf_counter() - started) * 1000)
+    return percentiles(card), percentiles(task)
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+    subprocess.run(["cargo", "build", "--release", "--bin", "murmur-door"], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    dir = tempfile.mkdtemp(prefix="capsules-")
+    try:
+        os.makedirs(os.path.join(dir, "one"))
+        single = Host(os.path.join(dir, "one"))
+        single.add("only")
+        one_card, one_task = latencies(list(single.urls.values()), count)
+        single.close()
+
+        os.makedirs(os.path.join(dir, "many"))
+        host = Host(os.path.join(dir, "many"))
+        adds = [host.add("c0")]
+        first = proc(host.process.pid)
+        adds += [host.add(f"c{i}") for i in range(1, n)]
+        time.sleep(1)
+        last = proc(host.process.pid)
+        per = [(b - a) / (n - 1) for a, b in zip(first, last)]
+        card, task = latencies(list(host.urls.values()), count)
+
+        # A host-wide swap under load: the same door, compiled (or cached) once.
+        wasm = os.path.join(ROOT, "target", "wasm", "wasm32-wasip2", "wasm", "murmur_door_guest.wasm")
+        served, failed, stop = [0], [0], threading.Event()
+
+        def load():
+            urls = list(host.urls.values())
+            while not stop.is_set():
+                try:
+                    ok = request(random.choice(urls), "GET", "/.well-known/agent-card.json")[0] == 200
+                except OSError:
+                    ok = False
+                served[0] += ok
+                failed[0] += not ok
+
+        loaders = [threading.Thread(target=load) for _ in range(4)]
+        for t in loaders:
+            t.start()
+        time.sleep(0.5)
+        with open(wasm, "rb") as f:
+            status, body = host.control_request("POST", "/swap", f.read())
+        assert status == 200, body
+        swap = json.loads(body)
+        time.sleep(0.5)
+        stop.set()
+        for t in loaders:
+            t.join()
+        host.close()
+
+        print(f"# murmur-door host, {n} capsules, {os.cpu_count()} cores")
+        p50, p99 = percentiles(adds)
+        print(f"add a capsule until its card answers   p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
+        print(f"per idle capsule beyond the first      RSS {per[0]:7.0f} KiB   address space {per[1] / 1024:7.1f} MiB   descriptors {per[2]:.1f}")
+        print(f"host RSS with {n} capsules              {last[0] / 1024:7.1f} MiB (one capsule: {first[0] / 1024:.1f} MiB)")
+        print(f"GET card, random capsule               p50 {card[0]:6.2f} ms   p99 {card[1]:6.2f} ms   (one-capsule host: p50 {one_card[0]:.2f}, p99 {one_card[1]:.2f})")
+        print(f"GetTask, random capsule                p50 {task[0]:6.2f} ms   p99 {task[1]:6.2f} ms   (one-capsule host: p50 {one_task[0]:.2f}, p99 {one_task[1]:.2f})")
+        print(f"host-wide swap under load              {len(swap['swapped'])} swapped, {len(swap['refused'])} refused, compile {swap['compileMs']:.0f} ms, took {swap['tookMs']:.0f} ms; requests served {served[0]}, failed {failed[0]}")
+    finally:
+        shutil.rmtree(dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
