@@ -5,7 +5,6 @@
 use crate::common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -82,15 +81,7 @@ const THREE: [&str; 3] = [
 fn launch(entries: &[&str], extra: &[&str]) -> Hosted {
     let (dir, path) = files(entries);
     let mut child = command(&path, extra).spawn().unwrap();
-    let (lines, stderr) = mpsc::channel();
-    let pipe = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let stderr = common::stderr_lines(&mut child);
     let mut urls = HashMap::new();
     let control = loop {
         let line = stderr

@@ -4,7 +4,6 @@
 //! one; a host of capsules ([`crate::host`]) opens many on one engine.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use tokio::net::TcpListener;
 use crate::agents::Agent;
 use crate::control::{CONTROL_PATH, ControlToken};
 use crate::engine::Door;
-use crate::manifest::Manifest;
+use crate::roster::Entry;
 use crate::server::Server;
 use crate::session::Session;
 use crate::tasks::events::Replay;
@@ -23,19 +22,10 @@ use crate::tasks::{self, store::Store};
 /// How long a closing capsule waits for its requests to finish.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
-/// What a capsule is opened from.
+/// What a capsule is opened from: its entry (a capsules file's, or
+/// `serve`'s flags), the agent running its tasks and its replay buffer.
 pub struct CapsuleConfig {
-    /// What logs and a host call it: the manifest's name, or its entry's.
-    pub name: String,
-    pub manifest: Manifest,
-    pub listen: SocketAddr,
-    /// The session's state directory: `session.db`, earlier sessions, the
-    /// lock.
-    pub state: PathBuf,
-    pub tokens_file: PathBuf,
-    pub control_token_file: PathBuf,
-    /// Reopen the session `state` records rather than start a new one.
-    pub resume: bool,
+    pub entry: Entry,
     pub agent: Arc<dyn Agent>,
     pub replay: Replay,
 }
@@ -62,13 +52,17 @@ impl Capsule {
         configure: impl FnOnce(Server) -> Server,
     ) -> anyhow::Result<Capsule> {
         let CapsuleConfig {
-            name,
-            manifest,
-            listen,
-            state,
-            tokens_file,
-            control_token_file,
-            resume,
+            entry:
+                Entry {
+                    name,
+                    manifest,
+                    listen,
+                    state,
+                    tokens_file,
+                    control_token_file,
+                    resume,
+                    ..
+                },
             agent,
             replay,
         } = config;

@@ -105,13 +105,7 @@ impl Host {
         let limits = self.limits;
         let shared = self.shared.clone();
         let config = CapsuleConfig {
-            name: name.clone(),
-            manifest: entry.manifest,
-            listen: entry.listen,
-            state: entry.state,
-            tokens_file: entry.tokens_file,
-            control_token_file: entry.control_token_file,
-            resume: entry.resume,
+            entry,
             agent: self.agent.clone(),
             replay: self.replay,
         };

@@ -26,8 +26,9 @@ const LAYERS: &[&[&str]] = &[
     // The listener and what it bounds.
     &["admission", "body", "connections"],
     &["server"],
-    // A capsule's door opened and closed on a server; the capsules file.
-    &["capsule", "roster"],
+    // The capsules file, and a capsule's door opened and closed on a server.
+    &["roster"],
+    &["capsule"],
     // A host of capsules on one engine, and its control surface.
     &["host"],
     &["host_control"],

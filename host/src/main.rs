@@ -25,7 +25,7 @@ use murmur_door_host::host_control;
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::memory;
 use murmur_door_host::request;
-use murmur_door_host::roster::{self, Roster};
+use murmur_door_host::roster::{self, Entry, Roster};
 use murmur_door_host::server;
 use murmur_door_host::swap;
 use murmur_door_host::tasks::events::{DEFAULT_REPLAY_BUFFER, DEFAULT_REPLAY_BUFFER_BYTES, Replay};
@@ -275,15 +275,21 @@ fn main() -> ExitCode {
             let tokens_file = tokens_file.unwrap_or_else(|| state.join("tokens.json"));
             let control_token_file = control_token_file
                 .unwrap_or_else(|| tokens_file.with_file_name(roster::CONTROL_TOKEN_FILE));
-            let capsule = Serve {
-                manifest,
-                listen,
-                state,
-                tokens_file,
-                control_token_file,
-                resume,
-            };
-            runtime.block_on(serve(capsule, door.settings()))
+            runtime.block_on(async {
+                let loaded = Manifest::load(&manifest)
+                    .with_context(|| format!("manifest {}", manifest.display()))?;
+                let entry = Entry {
+                    name: loaded.name.clone(),
+                    manifest_path: manifest,
+                    manifest: loaded,
+                    listen,
+                    state,
+                    tokens_file,
+                    control_token_file,
+                    resume,
+                };
+                serve(entry, door.settings()).await
+            })
         }
         Command::Host {
             capsules,
@@ -298,16 +304,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The one capsule `serve` runs.
-struct Serve {
-    manifest: PathBuf,
-    listen: SocketAddr,
-    state: PathBuf,
-    tokens_file: PathBuf,
-    control_token_file: PathBuf,
-    resume: bool,
 }
 
 /// The engine, with the compile cache when there is one, and the door every
@@ -390,20 +386,12 @@ fn signals() -> anyhow::Result<(tokio::signal::unix::Signal, tokio::signal::unix
     ))
 }
 
-async fn serve(capsule: Serve, mut settings: Settings) -> anyhow::Result<()> {
-    let manifest = Manifest::load(&capsule.manifest)
-        .with_context(|| format!("manifest {}", capsule.manifest.display()))?;
+async fn serve(entry: Entry, mut settings: Settings) -> anyhow::Result<()> {
     let (_engine, door, _source) = load_door(&settings).await?;
     fit_to_open_files(&mut settings.http);
     let (mut terminate, mut hangup) = signals()?;
     let config = CapsuleConfig {
-        name: manifest.name.clone(),
-        manifest,
-        listen: capsule.listen,
-        state: capsule.state,
-        tokens_file: capsule.tokens_file,
-        control_token_file: capsule.control_token_file,
-        resume: capsule.resume,
+        entry,
         agent: settings.agent,
         replay: settings.replay,
     };

@@ -173,15 +173,7 @@ impl Door {
     fn spawn(mut command: Command, manifest: &Path, state: tempdir::TempDir) -> Door {
         let tokens_file = state.path().join("tokens.json");
         let mut child = command.spawn().expect("starting murmur-door");
-        let (lines, stderr) = mpsc::channel();
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let stderr = stderr_lines(&mut child);
         let mut launched = Vec::new();
         let url = loop {
             let line = stderr
@@ -438,6 +430,20 @@ impl Drop for Door {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The lines `child` writes to its piped stderr, as they arrive.
+pub fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let (lines, received) = mpsc::channel();
+    let pipe = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    received
 }
 
 /// Writes a request's head and body on a new connection and reads the
