@@ -390,3 +390,57 @@ fn a_bad_entry_stops_the_launch_naming_it() {
     );
     assert!(!stderr.contains("listening"), "{stderr}");
 }
+
+/// The host's `GET /metrics`: Prometheus text with each capsule's requests
+/// by method, status and JSON-RPC code, tasks by state, swaps, and the
+/// host's pool and compiles.
+#[test]
+fn metrics_count_each_capsules_requests_and_tasks() {
+    let host = launch(&THREE, &[]);
+    let beta = host.tokens("beta")["operator"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(host.get_task("beta", &beta).json()["error"]["code"], -32001);
+    assert_eq!(host.get_task("beta", "nope").status, 401);
+    assert_eq!(host.card("alpha").status, 200);
+    let message = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"reply hi"}]}}}"#;
+    assert_eq!(common::post(&host.urls["alpha"], message).status, 200);
+    let bogus = r#"{"jsonrpc":"2.0","id":1,"method":"Bogus"}"#;
+    assert_eq!(
+        common::post(&host.urls["alpha"], bogus).json()["error"]["code"],
+        -32601
+    );
+
+    assert_eq!(send(&host.control, "GET", "/metrics", &[], b"").status, 401);
+    let reply = host.control("GET", "/metrics", b"");
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
+    let text = reply.text();
+    for line in [
+        r#"murmur_door_requests_total{capsule="beta",method="GetTask",status="200",rpc_code="-32001"} 1"#,
+        r#"murmur_door_requests_total{capsule="beta",method="other",status="401",rpc_code="none"} 1"#,
+        r#"murmur_door_requests_total{capsule="alpha",method="card",status="200",rpc_code="none"} 1"#,
+        r#"murmur_door_requests_total{capsule="alpha",method="SendMessage",status="200",rpc_code="none"} 1"#,
+        r#"murmur_door_requests_total{capsule="alpha",method="other",status="200",rpc_code="-32601"} 1"#,
+        r#"murmur_door_request_duration_seconds_count{capsule="alpha"} 3"#,
+        r#"murmur_door_capsule_tasks{capsule="alpha",state="completed"} 1"#,
+        r#"murmur_door_capsule_swaps_total{capsule="gamma",outcome="swapped"} 0"#,
+        r#"murmur_door_capsule_streams{capsule="alpha"} 0"#,
+        "murmur_door_capsules 3",
+        "murmur_door_pool_instances 1100",
+        "murmur_door_pool_instances_in_use 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+    }
+    let compiles: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("murmur_door_compiles_total"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(compiles, 1, "{text}");
+    assert!(text.trim_end().ends_with("# EOF"));
+}

@@ -60,6 +60,7 @@ pub enum Refused {
 pub struct Admission {
     /// The instances this door may hold: its share of the pool.
     instances: Arc<Semaphore>,
+    share: u32,
     /// The pool every door of the host draws from; None when the door's
     /// own share is the whole pool.
     pool: Option<Arc<Semaphore>>,
@@ -96,6 +97,7 @@ impl Admission {
     ) -> Arc<Admission> {
         Arc::new(Admission {
             instances: Arc::new(Semaphore::new(share as usize)),
+            share,
             pool,
             per_caller: per_caller.max(1),
             wait,
@@ -131,6 +133,11 @@ impl Admission {
                 Err(Refused::Full)
             }
         }
+    }
+
+    /// Instances held now.
+    pub fn in_use(&self) -> usize {
+        (self.share as usize).saturating_sub(self.instances.available_permits())
     }
 
     fn release(&self, caller: &Caller) {

@@ -37,10 +37,10 @@ pub struct CompileCache {
 /// Where a compiled door came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compiled {
-    /// Loaded from the cache: no compile.
-    Cached,
     /// Compiled, and stored when a cache is set.
-    Fresh,
+    Fresh = 0,
+    /// Loaded from the cache: no compile.
+    Cached = 1,
 }
 
 impl CompileCache {

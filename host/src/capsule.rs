@@ -37,6 +37,7 @@ pub struct Capsule {
     /// Where it answers: its card's `supportedInterfaces[0].url`.
     pub url: String,
     serving: tokio::task::JoinHandle<()>,
+    listening: tokio::task::AbortHandle,
 }
 
 impl Capsule {
@@ -112,8 +113,17 @@ impl Capsule {
             server,
             session,
             url,
+            listening: serving.abort_handle(),
             serving,
         })
+    }
+
+    /// Closes its session, listener and connections at once, without
+    /// waiting: for a capsule something else still holds.
+    pub fn close_now(&self) {
+        self.session.close();
+        self.listening.abort();
+        self.server.shut();
     }
 
     /// Closes the session as SIGTERM does: new tasks are rejected, held
@@ -129,6 +139,8 @@ impl Capsule {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
         self.serving.abort();
+        // Dropped, with its listener, once the abort has taken.
+        let _ = self.serving.await;
         self.server.shut();
     }
 }

@@ -1,6 +1,7 @@
 //! The wasmtime engine and a loaded door: compiled once, linked against the
 //! host's imports and pre-instantiated, so each request only instantiates.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 
 use anyhow::Context;
@@ -39,6 +40,8 @@ pub struct DoorEngine {
     _ticker: Arc<EpochTicker>,
     /// Where compiled doors are kept, if anywhere.
     cache: Option<CompileCache>,
+    /// Doors compiled, and doors loaded from the cache, on this engine.
+    pub compiles: Arc<[AtomicU64; 2]>,
 }
 
 impl DoorEngine {
@@ -112,6 +115,7 @@ pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result
         engine,
         _ticker: Arc::new(ticker),
         cache: None,
+        compiles: Arc::default(),
     })
 }
 
@@ -232,10 +236,12 @@ fn compile(engine: &DoorEngine, bytes: &[u8]) -> anyhow::Result<(Component, Comp
         )
         .map_err(|e| e.context(NotAComponent))
     };
-    match &engine.cache {
+    let compiled = match &engine.cache {
         Some(cache) => cache.load(engine, bytes, compile),
         None => Ok((compile()?, Compiled::Fresh)),
-    }
+    }?;
+    engine.compiles[compiled.1 as usize].fetch_add(1, Ordering::Relaxed);
+    Ok(compiled)
 }
 
 /// Marks an error from bytes that do not compile as a component: its detail

@@ -7,14 +7,21 @@
 //! of instances up to the capsule's share.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
 use crate::agents::Agent;
 use crate::capsule::{Capsule, CapsuleConfig};
 use crate::engine::{Door, DoorEngine};
+use crate::metrics::{CapsuleLabel, Metrics};
 use crate::request::Limits;
 use crate::roster::{self, Entry, RosterError};
 use crate::server::{HttpLimits, Shared};
@@ -43,6 +50,8 @@ pub struct Host {
     /// into every capsule.
     door: Mutex<(Door, Source)>,
     capsules: Mutex<BTreeMap<String, Hosted>>,
+    /// What every capsule's requests add to.
+    metrics: Arc<Metrics>,
 }
 
 struct Hosted {
@@ -80,6 +89,7 @@ impl Host {
             replay,
             door: Mutex::new((door, source)),
             capsules: Mutex::new(BTreeMap::new()),
+            metrics: Arc::default(),
         }
     }
 
@@ -104,6 +114,7 @@ impl Host {
         let (door, source) = self.door.lock().unwrap().clone();
         let limits = self.limits;
         let shared = self.shared.clone();
+        let metrics = self.metrics.clone();
         let config = CapsuleConfig {
             entry,
             agent: self.agent.clone(),
@@ -116,6 +127,7 @@ impl Host {
                 .with_max_component_bytes(limits.max_component_bytes)
                 .with_source(source)
                 .in_host(shared, limits.capsule_instances)
+                .with_metrics(metrics)
         })
         .await;
         let mut capsules = self.capsules.lock().unwrap();
@@ -276,6 +288,118 @@ impl Host {
         }
     }
 
+    /// Prometheus text (OpenMetrics): each capsule's requests by method,
+    /// status and JSON-RPC code, their latency, instances in use, open
+    /// streams, tasks by state, swaps by outcome; the host's pool, compiles
+    /// and resident memory.
+    pub fn metrics(&self) -> String {
+        let mut registry = Registry::default();
+        self.metrics.register(&mut registry);
+        let instances = Family::<CapsuleLabel, Gauge>::default();
+        let streams = Family::<CapsuleLabel, Gauge>::default();
+        let tasks = Family::<TaskLabels, Gauge>::default();
+        let swaps = Family::<SwapLabels, Counter>::default();
+        let capsules: Vec<(String, Arc<Capsule>)> = self.chosen(None).unwrap_or_default();
+        for (name, capsule) in &capsules {
+            let label = CapsuleLabel {
+                capsule: name.clone(),
+            };
+            let server = &capsule.server;
+            instances
+                .get_or_create(&label)
+                .set(server.instances_in_use() as i64);
+            streams
+                .get_or_create(&label)
+                .set(server.open_streams() as i64);
+            for (state, count) in capsule.session.tasks.count_by_state().unwrap_or_default() {
+                let labels = TaskLabels {
+                    capsule: name.clone(),
+                    state,
+                };
+                tasks.get_or_create(&labels).set(count as i64);
+            }
+            let counts = &server.doors.counts;
+            for (outcome, count) in [
+                ("swapped", &counts.swapped),
+                ("refused", &counts.refused),
+                ("rolled_back", &counts.rolled_back),
+            ] {
+                let labels = SwapLabels {
+                    capsule: name.clone(),
+                    outcome,
+                };
+                swaps
+                    .get_or_create(&labels)
+                    .inc_by(count.load(Ordering::Relaxed));
+            }
+        }
+        registry.register(
+            "murmur_door_capsule_instances",
+            "Door instances a capsule's requests hold",
+            instances,
+        );
+        registry.register(
+            "murmur_door_capsule_streams",
+            "Event streams open on a capsule",
+            streams,
+        );
+        registry.register(
+            "murmur_door_capsule_tasks",
+            "A capsule's tasks by state",
+            tasks,
+        );
+        registry.register(
+            "murmur_door_capsule_swaps",
+            "Door swaps of a capsule, by outcome",
+            swaps,
+        );
+
+        let gauge = |value: i64| {
+            let gauge = Gauge::<i64>::default();
+            gauge.set(value);
+            gauge
+        };
+        let pool = self.limits.http.max_instances as i64;
+        registry.register(
+            "murmur_door_capsules",
+            "Capsules the host serves",
+            gauge(capsules.len() as i64),
+        );
+        registry.register(
+            "murmur_door_pool_instances",
+            "Door instances the host's pool holds",
+            gauge(pool),
+        );
+        registry.register(
+            "murmur_door_pool_instances_in_use",
+            "Door instances in use across every capsule",
+            gauge(pool - self.shared.free_instances() as i64),
+        );
+        let compiles = Family::<CompileLabels, Counter>::default();
+        for (how, count) in [
+            ("compiled", &self.engine.compiles[0]),
+            ("cached", &self.engine.compiles[1]),
+        ] {
+            compiles
+                .get_or_create(&CompileLabels { how })
+                .inc_by(count.load(Ordering::Relaxed));
+        }
+        registry.register(
+            "murmur_door_compiles",
+            "Door components compiled, or loaded from the compile cache",
+            compiles,
+        );
+        registry.register(
+            "murmur_door_resident_bytes",
+            "The host's resident memory",
+            gauge(resident_bytes()),
+        );
+        let mut text = String::new();
+        // Writing to a String does not fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
+        text
+    }
+
     /// The engine every capsule runs on.
     pub fn engine(&self) -> &DoorEngine {
         &self.engine
@@ -287,15 +411,39 @@ impl Host {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabels {
+    capsule: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SwapLabels {
+    capsule: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CompileLabels {
+    how: &'static str,
+}
+
+/// This process's resident memory, in bytes (0 when it cannot be read).
+fn resident_bytes() -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
 /// Closes `capsule` once nothing else holds it.
 async fn close(capsule: Arc<Capsule>) {
     match Arc::try_unwrap(capsule) {
         Ok(capsule) => capsule.close().await,
-        // A swap or rollback holds it for a moment; its session closes all
-        // the same, and the rest follows when that ends.
-        Err(shared) => {
-            shared.session.close();
-            shared.server.shut();
-        }
+        // A swap, rollback or scrape holds it for a moment: it closes at
+        // once, without waiting for its requests.
+        Err(shared) => shared.close_now(),
     }
 }

@@ -10,6 +10,7 @@
 //!   ...}` → compiled once, live in the capsules named (every capsule, and
 //!   those added later, without `capsules`)
 //! - `POST /rollback[?capsules=a,b]` → each capsule's previous door
+//! - `GET /metrics` → Prometheus text ([`Host::metrics`])
 //!
 //! Each capsule's own control surface still answers on its own listener.
 
@@ -17,6 +18,8 @@ use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -83,6 +86,18 @@ async fn answer(
     let path = parts.uri.path().to_string();
     match (path.as_str(), &parts.method) {
         ("/capsules", &Method::GET) => json_response(StatusCode::OK, host.list()),
+        ("/metrics", &Method::GET) => Response::builder()
+            .header(
+                "content-type",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
+            .header("cache-control", "no-store")
+            .body(
+                Full::new(Bytes::from(host.metrics()))
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
+            .expect("a valid response"),
         ("/capsules", &Method::POST) => {
             let body = match control::read_upload(body, MAX_ENTRY_BYTES).await {
                 Ok(body) => body,
@@ -144,7 +159,7 @@ async fn answer(
             Ok(rolled) => json_response(StatusCode::OK, json!({"rolledBack": rolled})),
             Err(why) => error(StatusCode::NOT_FOUND, "not_found", why),
         },
-        ("/capsules" | "/swap" | "/rollback", _) => error(
+        ("/capsules" | "/swap" | "/rollback" | "/metrics", _) => error(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
             format!("{} is not served on {}", parts.method, parts.uri.path()),
@@ -152,7 +167,7 @@ async fn answer(
         _ => error(
             StatusCode::NOT_FOUND,
             "not_found",
-            "the host's control surface serves /capsules, /capsules/NAME, /swap and /rollback"
+            "the host's control surface serves /capsules, /capsules/NAME, /swap, /rollback and /metrics"
                 .into(),
         ),
     }

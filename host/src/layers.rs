@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
     &["swap"],
     &["control"],
     // The listener and what it bounds.
-    &["admission", "body", "connections"],
+    &["admission", "body", "connections", "metrics"],
     &["server"],
     // The capsules file, and a capsule's door opened and closed on a server.
     &["roster"],

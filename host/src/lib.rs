@@ -17,6 +17,7 @@ pub mod host_control;
 pub mod imports;
 pub mod manifest;
 pub mod memory;
+pub mod metrics;
 pub mod process;
 pub mod request;
 pub mod roster;

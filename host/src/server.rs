@@ -29,6 +29,7 @@ use crate::control::{self, ControlToken};
 use crate::cpu;
 use crate::engine::{self, Door};
 use crate::memory::{self, MemoryLimit, MemoryPool};
+use crate::metrics::{self, Metrics};
 use crate::request::{Limits, Stores};
 use crate::session::Session;
 use crate::swap::{self, Doors, Serving};
@@ -155,6 +156,10 @@ pub struct Server {
     shut: tokio::sync::watch::Sender<bool>,
     /// The capsule, as its requests' logs name it.
     name: Arc<str>,
+    /// A host's counts, which this capsule's requests add to.
+    metrics: Option<Arc<Metrics>>,
+    /// Event streams open now.
+    streams: Arc<AtomicU64>,
 }
 
 impl Server {
@@ -180,7 +185,45 @@ impl Server {
             shared,
             shut: tokio::sync::watch::Sender::new(false),
             name,
+            metrics: None,
+            streams: Arc::default(),
         }
+    }
+
+    /// Door instances this server's requests hold now.
+    pub fn instances_in_use(&self) -> usize {
+        self.admission.in_use()
+    }
+
+    /// Event streams open now.
+    pub fn open_streams(&self) -> u64 {
+        self.streams.load(Ordering::Relaxed)
+    }
+
+    /// Its requests are counted in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Server {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// What counts a request answered `status`, once its body shows its
+    /// JSON-RPC error code; None when nothing counts.
+    fn probe(
+        &self,
+        method: &'static str,
+        status: u16,
+        started: tokio::time::Instant,
+    ) -> Option<Probe> {
+        Some(Probe {
+            metrics: self.metrics.clone()?,
+            capsule: self.name.clone(),
+            request: metrics::Request {
+                method,
+                status,
+                rpc_code: "none",
+            },
+            seconds: started.elapsed().as_secs_f64(),
+        })
     }
 
     /// Its requests' logs name the capsule `name`.
@@ -368,8 +411,10 @@ impl Server {
                 micros = started.elapsed().as_micros() as u64,
                 "control request"
             );
-            return response.map(|body| Answer::host(body).busy(busy));
+            let probe = self.probe("control", response.status().as_u16(), started);
+            return response.map(|body| Answer::host(body).busy(busy, probe));
         }
+        let card = self.metrics.is_some() && parts.uri.path() == metrics::CARD_PATH;
         let caller = Caller::of(
             self.stores.session.capsule.authenticated,
             parts
@@ -403,10 +448,12 @@ impl Server {
             }
             Err(refused) => Failure::Refused(refused).response(&tally).map(Answer::host),
         };
-        if is_event_stream(&response) {
+        let stream = is_event_stream(&response).then(|| {
             busy.streaming();
-        }
-        if let Some(rpc) = tally.request_method() {
+            OpenStream::new(&self.streams)
+        });
+        let rpc = tally.request_method();
+        if let Some(rpc) = &rpc {
             span.record("rpc", rpc.as_str());
         }
         tracing::debug!(
@@ -414,7 +461,13 @@ impl Server {
             micros = started.elapsed().as_micros() as u64,
             "request"
         );
-        response.map(|answer| answer.busy(busy))
+        let path = if card { metrics::CARD_PATH } else { "" };
+        let method = metrics::method_label(rpc.as_deref(), path);
+        let probe = self.probe(method, response.status().as_u16(), started);
+        response.map(|mut answer| {
+            answer.stream = stream;
+            answer.busy(busy, probe)
+        })
     }
 
     /// Runs a fresh door instance on a request whose body has been read,
@@ -528,6 +581,8 @@ impl Server {
                     body,
                     door: Some(door),
                     _busy: None,
+                    probe: None,
+                    stream: None,
                 }))
             }
             Ok(Err(code)) => Err(Failure::Guest(
@@ -593,6 +648,54 @@ struct Answer {
     /// None for an answer the host made itself.
     door: Option<DoorBody>,
     _busy: Option<Busy>,
+    /// Counts the request when its first bytes (or its end) pass.
+    probe: Option<Probe>,
+    /// Counted as an open stream until it ends.
+    stream: Option<OpenStream>,
+}
+
+/// One open event stream, counted until it drops.
+struct OpenStream(Arc<AtomicU64>);
+
+impl OpenStream {
+    fn new(count: &Arc<AtomicU64>) -> OpenStream {
+        count.fetch_add(1, Ordering::Relaxed);
+        OpenStream(count.clone())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A request to count once its body's first bytes show its JSON-RPC error
+/// code.
+struct Probe {
+    metrics: Arc<Metrics>,
+    capsule: Arc<str>,
+    request: metrics::Request,
+    /// To the response head.
+    seconds: f64,
+}
+
+impl Probe {
+    fn count(mut self, first: Option<&[u8]>) {
+        if let Some(first) = first {
+            self.request.rpc_code = metrics::rpc_code(first);
+        }
+        self.metrics
+            .request(&self.capsule, self.request, self.seconds);
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        if let Some(probe) = self.probe.take() {
+            probe.count(None);
+        }
+    }
 }
 
 /// What a door's body needs. A door that traps leaves its body unfinished,
@@ -615,12 +718,15 @@ impl Answer {
             body,
             door: None,
             _busy: None,
+            probe: None,
+            stream: None,
         }
     }
 
-    /// The body, holding `busy` until it ends.
-    fn busy(mut self, busy: Busy) -> HyperOutgoingBody {
+    /// The body, holding `busy` until it ends, counted by `probe`.
+    fn busy(mut self, busy: Busy, probe: Option<Probe>) -> HyperOutgoingBody {
         self._busy = Some(busy);
+        self.probe = probe;
         self.boxed_unsync()
     }
 }
@@ -642,6 +748,11 @@ impl hyper::body::Body for Answer {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(probe) = self.probe.take()
+        {
+            probe.count(frame.data_ref().map(|data| &data[..]));
+        }
         if let (Poll::Ready(None), Some(door)) = (&polled, self.door.as_mut()) {
             door.task = None;
             if let Some(why) = door.failed.get() {

@@ -132,6 +132,16 @@ pub struct Doors {
     component_file: Option<PathBuf>,
     /// The largest component a swap reads (`--max-component-bytes`).
     max_component_bytes: usize,
+    /// Swaps made, refused after compiling (the trial failed), rollbacks.
+    pub counts: Arc<SwapCounts>,
+}
+
+/// How a door's versions changed since launch.
+#[derive(Debug, Default)]
+pub struct SwapCounts {
+    pub swapped: AtomicU64,
+    pub refused: AtomicU64,
+    pub rolled_back: AtomicU64,
 }
 
 struct Slots {
@@ -157,6 +167,7 @@ impl Doors {
             in_flight: Arc::new(AtomicU64::new(0)),
             component_file: None,
             max_component_bytes: MAX_COMPONENT_BYTES,
+            counts: Arc::default(),
         }
     }
 
@@ -202,7 +213,11 @@ impl Doors {
         stores: &Stores,
     ) -> anyhow::Result<SwapDone> {
         let started = Instant::now();
-        let door = compile(&self.live().door.engine, bytes, &source).await?;
+        let door = compile(&self.live().door.engine, bytes, &source)
+            .await
+            .inspect_err(|_| {
+                self.counts.refused.fetch_add(1, Ordering::Relaxed);
+            })?;
         let swapped = self.adopt(door, source, stores).await?;
         Ok(SwapDone {
             swapped,
@@ -220,9 +235,11 @@ impl Doors {
     ) -> anyhow::Result<Swapped> {
         if let Err(e) = trial(&door, stores).await {
             tracing::warn!(%source, digest = %door.digest, error = %format!("{e:#}"), "door swap refused");
+            self.counts.refused.fetch_add(1, Ordering::Relaxed);
             return Err(e);
         }
         let swapped = self.install(door, source);
+        self.counts.swapped.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             old_version = swapped.old.version,
             old_digest = %swapped.old.door.digest,
@@ -293,6 +310,7 @@ impl Doors {
         let old = self.live.swap(new.clone());
         slots.previous = Some(old.clone());
         drop(slots);
+        self.counts.rolled_back.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             old_version = old.version,
             old_digest = %old.door.digest,

@@ -226,6 +226,11 @@ impl Hub {
             .map_err(unavailable)
     }
 
+    /// How many tasks are in each state (murmur's words).
+    pub fn count_by_state(&self) -> Result<Vec<(String, u64)>, TaskError> {
+        self.store.count_by_state().map_err(unavailable)
+    }
+
     pub fn closing(&self) -> bool {
         self.closing.load(Ordering::SeqCst)
     }

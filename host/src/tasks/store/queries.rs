@@ -182,6 +182,16 @@ impl Store {
             .optional()
     }
 
+    /// How many tasks are in each state (murmur's words), for metrics.
+    pub fn count_by_state(&self) -> rusqlite::Result<Vec<(String, u64)>> {
+        let inner = self.lock();
+        let mut statement = inner
+            .conn
+            .prepare_cached("SELECT state, COUNT(*) FROM tasks GROUP BY state")?;
+        let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
+        rows.collect()
+    }
+
     /// One page of the tasks `sees` covers that match `query`, most recently
     /// changed first.
     pub fn list(&self, sees: &Sees, query: &ListQuery) -> rusqlite::Result<Page> {
