@@ -19,12 +19,12 @@ use serde_json::json;
 
 /// A component exporting `wasi:http/incoming-handler` whose `handle` runs
 /// `body` (core wasm) instead of answering.
-fn broken_door(body: &str) -> Vec<u8> {
+pub(crate) fn broken_door(body: &str) -> Vec<u8> {
     broken_door_with("", body)
 }
 
 /// [`broken_door`] whose core module also declares `fields` (a memory).
-fn broken_door_with(fields: &str, body: &str) -> Vec<u8> {
+pub(crate) fn broken_door_with(fields: &str, body: &str) -> Vec<u8> {
     common::handler_component("", fields, body)
 }
 

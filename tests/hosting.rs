@@ -444,3 +444,165 @@ fn metrics_count_each_capsules_requests_and_tasks() {
     assert_eq!(compiles, 1, "{text}");
     assert!(text.trim_end().ends_with("# EOF"));
 }
+
+/// A capsule on the host's library: its entry in `dir`, named `name`.
+fn entry(dir: &Path, name: &str) -> murmur_door_host::roster::Entry {
+    let manifest = dir.join(format!("{name}.yaml"));
+    std::fs::write(&manifest, format!("name: {name}\nversion: 0.1.0\n")).unwrap();
+    let entry = json!({"manifest": manifest, "listen": "127.0.0.1:0", "state": dir.join(name)});
+    let value: serde_yaml::Value = serde_json::from_value(entry).unwrap();
+    murmur_door_host::roster::Entry::parse(&value, dir, "entry").unwrap()
+}
+
+/// A host of two capsules on its library: `bad` serves `door` (loaded
+/// unchecked: it imports no session), `good` the embedded door, swapped in
+/// for it alone. The runtime, host, state directory and both addresses.
+struct FaultyHost {
+    runtime: tokio::runtime::Runtime,
+    host: murmur_door_host::host::Host,
+    dir: TempDir,
+    bad: String,
+    good: String,
+}
+
+fn faulty_host(door: &[u8], max_cpu_ms: u64) -> FaultyHost {
+    use murmur_door_host::agents::ScriptAgent;
+    use murmur_door_host::engine::{self, Door};
+    use murmur_door_host::host::{Host, HostLimits};
+    use murmur_door_host::request::Limits;
+    use murmur_door_host::server::HttpLimits;
+    use murmur_door_host::swap::MAX_COMPONENT_BYTES;
+    use murmur_door_host::tasks::events::DEFAULT_REPLAY_BUFFER;
+    use std::sync::Arc;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let limits = Limits {
+        max_memory_bytes: 16 << 20,
+        max_cpu_ms,
+    };
+    let http = HttpLimits {
+        max_instances: 16,
+        ..HttpLimits::default()
+    };
+    let engine = engine::engine_for(http.max_instances, limits.max_memory_bytes).unwrap();
+    let door = Door::load(&engine, door).unwrap();
+    let host = Host::new(
+        engine,
+        door,
+        "faulty".into(),
+        HostLimits {
+            limits,
+            http,
+            capsule_instances: 8,
+            max_component_bytes: MAX_COMPONENT_BYTES,
+        },
+        Arc::new(ScriptAgent),
+        DEFAULT_REPLAY_BUFFER.into(),
+    );
+    let dir = TempDir::new("host-faults");
+    let add = |name| {
+        let entry = entry(dir.path(), name);
+        runtime
+            .block_on(host.add(entry))
+            .unwrap()
+            .trim_start_matches("http://")
+            .to_string()
+    };
+    let (bad, good) = (add("bad"), add("good"));
+    let swapped = runtime
+        .block_on(host.swap(
+            EMBEDDED_DOOR.to_vec(),
+            "embedded".into(),
+            Some(&["good".into()]),
+        ))
+        .unwrap();
+    assert_eq!(swapped.swapped, ["good"]);
+    FaultyHost {
+        runtime,
+        host,
+        dir,
+        bad,
+        good,
+    }
+}
+
+fn card(addr: &str) -> Reply {
+    send(addr, "GET", "/.well-known/agent-card.json", &[], b"")
+}
+
+/// An endless loop in one capsule's door costs only that capsule's
+/// requests: a capsule beside it answers at once, and neither touches the
+/// other's state directory.
+#[test]
+fn a_looping_capsule_costs_only_its_requests() {
+    use std::time::Instant;
+    let budget = 300;
+    let looping = crate::guest_faults::broken_door("(loop br 0)");
+    let faulty = faulty_host(&looping, budget);
+    let started = Instant::now();
+    let loops: Vec<_> = (0..2)
+        .map(|_| {
+            let bad = faulty.bad.clone();
+            std::thread::spawn(move || (card(&bad).status, started.elapsed()))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let asked = Instant::now();
+    assert_eq!(card(&faulty.good).status, 200);
+    let took = asked.elapsed();
+    assert!(
+        took < Duration::from_millis(budget / 2),
+        "the good capsule waited {took:?} beside two looping requests"
+    );
+    for looped in loops {
+        let (status, took) = looped.join().unwrap();
+        assert_eq!(status, 500);
+        assert!(took >= Duration::from_millis(budget * 9 / 10), "{took:?}");
+    }
+    assert_eq!(card(&faulty.bad).status, 500);
+    assert_eq!(card(&faulty.good).status, 200);
+
+    // Each capsule's state directory holds its own session and files only.
+    for name in ["bad", "good"] {
+        let mut files: Vec<String> = std::fs::read_dir(faulty.dir.path().join(name))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with("session.db-"))
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            ["control-token", "lock", "session.db", "tokens.json"]
+        );
+    }
+    faulty.runtime.block_on(faulty.host.close());
+}
+
+/// A door asking for more memory than an instance may have fails only its
+/// own capsule's request (413, as a lone door answers); the capsule beside
+/// it answers.
+#[test]
+fn a_memory_hog_capsule_costs_only_its_requests() {
+    let hog = crate::guest_faults::broken_door_with(
+        "(memory 1)",
+        "(if (i32.eq (memory.grow (i32.const 65535)) (i32.const -1)) (then unreachable))",
+    );
+    let faulty = faulty_host(&hog, 1000);
+    for _ in 0..20 {
+        let reply = common::post(
+            &faulty.bad,
+            r#"{"jsonrpc":"2.0","id":"m","method":"GetTask"}"#,
+        );
+        assert_eq!(reply.status, 413);
+        assert_eq!(
+            reply.json()["message"],
+            "serving this request needs more than the 16 MiB of memory a door instance has (--max-memory-mb)"
+        );
+        assert_eq!(card(&faulty.good).status, 200);
+    }
+    faulty.runtime.block_on(faulty.host.close());
+}
