@@ -65,7 +65,7 @@ class Host:
         with open(os.path.join(dir, "capsules.yaml"), "w") as f:
             f.write("control: {listen: 127.0.0.1:0}\ncapsules: []\n")
         self.process = subprocess.Popen(
-            [BINARY, "host", os.path.join(dir, "capsules.yaml"), "--max-instances", "256"],
+            [BINARY, "host", os.path.join(dir, "capsules.yaml"), "--max-instances", "256", "--no-compile-cache"],
             stderr=subprocess.PIPE, text=True, env=dict(os.environ, RUST_LOG="warn,murmur_door=info"))
         for line in self.process.stderr:
             if "host listening" in line:
@@ -137,7 +137,7 @@ def main():
         per = [(b - a) / (n - 1) for a, b in zip(first, last)]
         card, task = latencies(list(host.urls.values()), count)
 
-        # A host-wide swap under load: the same door, compiled (or cached) once.
+        # A host-wide swap under load: the door compiled once (no compile cache).
         wasm = os.path.join(ROOT, "target", "wasm", "wasm32-wasip2", "wasm", "murmur_door_guest.wasm")
         served, failed, stop = [0], [0], threading.Event()
 

@@ -100,8 +100,7 @@ impl Host {
     pub async fn add(&self, entry: Entry) -> Result<String, RosterError> {
         {
             let mut capsules = self.capsules.lock().unwrap();
-            let others: Vec<Entry> = capsules.values().map(|h| h.entry.clone()).collect();
-            roster::check_unique(&others, &entry)?;
+            roster::check_unique(capsules.values().map(|h| &h.entry), &entry)?;
             capsules.insert(
                 entry.name.clone(),
                 Hosted {

@@ -283,6 +283,7 @@ fn main() -> ExitCode {
                     manifest_path: manifest,
                     manifest: loaded,
                     listen,
+                    state_key: state.clone(),
                     state,
                     tokens_file,
                     control_token_file,

@@ -19,7 +19,6 @@
 //! /capsules`) has the same keys, as JSON. A bad entry is refused naming its
 //! capsule and key.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -41,6 +40,8 @@ pub struct Entry {
     pub manifest: Manifest,
     pub listen: SocketAddr,
     pub state: PathBuf,
+    /// `state` resolved, so two spellings of one directory compare equal.
+    pub state_key: PathBuf,
     pub tokens_file: PathBuf,
     pub control_token_file: PathBuf,
     pub resume: bool,
@@ -138,33 +139,43 @@ impl Roster {
 
 /// Refuses `entry` when it reuses a name, a state directory or a fixed
 /// listen address of `others`.
-pub fn check_unique(others: &[Entry], entry: &Entry) -> Result<(), RosterError> {
+pub fn check_unique<'a>(
+    others: impl IntoIterator<Item = &'a Entry>,
+    entry: &Entry,
+) -> Result<(), RosterError> {
     let at = format!("capsule {}", entry.name);
-    let names: HashSet<&str> = others.iter().map(|e| e.name.as_str()).collect();
-    if names.contains(entry.name.as_str()) {
-        return Err(error(&at, "name", "another capsule has this name"));
-    }
-    if others.iter().any(|e| same_dir(&e.state, &entry.state)) {
-        return Err(error(
-            &at,
-            "state",
-            "another capsule has this state directory",
-        ));
-    }
-    if entry.listen.port() != 0 && others.iter().any(|e| e.listen == entry.listen) {
-        return Err(error(
-            &at,
-            "listen",
-            "another capsule listens on this address",
-        ));
+    for other in others {
+        if other.name == entry.name {
+            return Err(error(&at, "name", "another capsule has this name"));
+        }
+        if other.state_key == entry.state_key {
+            return Err(error(
+                &at,
+                "state",
+                "another capsule has this state directory",
+            ));
+        }
+        if entry.listen.port() != 0 && other.listen == entry.listen {
+            return Err(error(
+                &at,
+                "listen",
+                "another capsule listens on this address",
+            ));
+        }
     }
     Ok(())
 }
 
-fn same_dir(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
+/// The state directory `state` names, whatever path names it: canonical
+/// where it exists, else its parent's canonical path and its name, else
+/// the path as written.
+fn state_key(state: &Path) -> PathBuf {
+    if let Ok(canonical) = state.canonicalize() {
+        return canonical;
+    }
+    match (state.parent().map(Path::canonicalize), state.file_name()) {
+        (Some(Ok(parent)), Some(name)) => parent.join(name),
+        _ => state.to_path_buf(),
     }
 }
 
@@ -227,6 +238,7 @@ impl Entry {
             manifest_path,
             manifest,
             listen,
+            state_key: state_key(&state),
             state,
             tokens_file,
             control_token_file,
