@@ -346,13 +346,18 @@ fn capsules_are_added_and_removed_while_the_host_runs() {
     assert_eq!(host.capsules()["capsules"].as_array().unwrap().len(), 2);
 }
 
-/// A capsule holds at most its share of the pool: a full share in one
-/// leaves the others answering.
+/// A capsule holds at most its share of the pool (its entry's `instances`,
+/// else `--capsule-instances`): a full share in one leaves the others
+/// answering.
 #[test]
 fn a_full_share_leaves_the_other_capsules_answering() {
+    // Alpha's entry asks for a share of 2; beta has the host's 4.
     let host = launch(
-        &THREE[..2],
-        &["--capsule-instances", "2", "--instance-wait-ms", "100"],
+        &[
+            "{manifest: alpha.yaml, listen: 127.0.0.1:0, state: alpha, instances: 2}",
+            THREE[1],
+        ],
+        &["--capsule-instances", "4", "--instance-wait-ms", "100"],
     );
     let held = |n: usize| {
         let body = format!(

@@ -110,6 +110,10 @@ impl Host {
             );
         }
         let name = entry.name.clone();
+        let share = entry
+            .instances
+            .unwrap_or(self.limits.capsule_instances)
+            .min(self.limits.http.max_instances);
         let (door, source) = self.door.lock().unwrap().clone();
         let limits = self.limits;
         let shared = self.shared.clone();
@@ -125,7 +129,7 @@ impl Host {
                 .with_http_limits(limits.http)
                 .with_max_component_bytes(limits.max_component_bytes)
                 .with_source(source)
-                .in_host(shared, limits.capsule_instances)
+                .in_host(shared, share)
                 .with_metrics(metrics)
         })
         .await;

@@ -288,6 +288,7 @@ fn main() -> ExitCode {
                     tokens_file,
                     control_token_file,
                     resume,
+                    instances: None,
                 };
                 serve(entry, door.settings()).await
             })

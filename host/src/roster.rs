@@ -13,6 +13,7 @@
 //!     tokens_file: alpha/tokens.json       # default: STATE/tokens.json
 //!     control_token_file: alpha/control    # default: beside the tokens file
 //!     resume: false
+//!     instances: 64                # default: --capsule-instances
 //! ```
 //!
 //! An entry added to a running host (the control surface's `POST
@@ -45,7 +46,13 @@ pub struct Entry {
     pub tokens_file: PathBuf,
     pub control_token_file: PathBuf,
     pub resume: bool,
+    /// Instances of the host's pool this capsule may hold at once, when not
+    /// the host's `--capsule-instances`.
+    pub instances: Option<u32>,
 }
+
+/// The most instances an entry may ask for.
+const MAX_SHARE: u64 = 1 << 20;
 
 /// The capsules file.
 #[derive(Clone, Debug)]
@@ -202,6 +209,7 @@ impl Entry {
                 "tokens_file",
                 "control_token_file",
                 "resume",
+                "instances",
             ],
         )?;
         let manifest_path = base.join(path(map.get("manifest"), at, "manifest")?);
@@ -233,6 +241,14 @@ impl Entry {
             Some(Value::Bool(resume)) => *resume,
             Some(_) => return Err(error(at, "resume", "expected a boolean")),
         };
+        let instances = match map.get("instances") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(n @ 1..=MAX_SHARE) => Some(n as u32),
+                _ => return Err(error(at, "instances", format!("expected 1 to {MAX_SHARE}"))),
+            },
+            Some(_) => return Err(error(at, "instances", format!("expected 1 to {MAX_SHARE}"))),
+        };
         Ok(Entry {
             name,
             manifest_path,
@@ -243,6 +259,7 @@ impl Entry {
             tokens_file,
             control_token_file,
             resume,
+            instances,
         })
     }
 }
@@ -337,7 +354,7 @@ mod tests {
         let base = dir();
         let roster = Roster::parse(
             &format!(
-                "{CONTROL}capsules:\n  - {{manifest: a.yaml, listen: 127.0.0.1:0, state: s1}}\n  - {{name: second, manifest: a.yaml, listen: 127.0.0.1:0, state: s2, resume: true}}\n"
+                "{CONTROL}capsules:\n  - {{manifest: a.yaml, listen: 127.0.0.1:0, state: s1}}\n  - {{name: second, manifest: a.yaml, listen: 127.0.0.1:0, state: s2, resume: true, instances: 3}}\n"
             ),
             &base,
         )
@@ -354,8 +371,10 @@ mod tests {
         assert_eq!(first.tokens_file, base.join("s1/tokens.json"));
         assert_eq!(first.control_token_file, base.join("s1/control-token"));
         assert!(!first.resume);
+        assert_eq!(first.instances, None);
         assert_eq!(second.name, "second");
         assert!(second.resume);
+        assert_eq!(second.instances, Some(3));
     }
 
     #[test]
@@ -379,7 +398,7 @@ mod tests {
         );
         assert_eq!(
             entry("{name: beta, manifest: a.yaml, listen: 127.0.0.1:0, state: s, colour: red}"),
-            "capsules[0] (beta): colour: is not a key here (expected one of name, manifest, listen, state, tokens_file, control_token_file, resume)"
+            "capsules[0] (beta): colour: is not a key here (expected one of name, manifest, listen, state, tokens_file, control_token_file, resume, instances)"
         );
         assert_eq!(
             entry("{name: 'a/b', manifest: a.yaml, listen: 127.0.0.1:0, state: s}"),
@@ -388,6 +407,10 @@ mod tests {
         assert_eq!(
             entry("{name: b, manifest: a.yaml, listen: 127.0.0.1:0, state: s, resume: yes please}"),
             "capsules[0] (b): resume: expected a boolean"
+        );
+        assert_eq!(
+            entry("{name: b, manifest: a.yaml, listen: 127.0.0.1:0, state: s, instances: 0}"),
+            "capsules[0] (b): instances: expected 1 to 1048576"
         );
     }
 
