@@ -361,10 +361,12 @@ impl Server {
     }
 
     /// Answers one request in a span of its own, so every line it logs, the
-    /// door's failure included, names the request: the capsule, its id
-    /// (counted from 1 since launch), HTTP method, path, JSON-RPC method
-    /// once the body has been read, the door version serving it, and once
-    /// answered, the status and the microseconds to the response head.
+    /// door's failure included, names the request: its id (counted from 1
+    /// since launch), HTTP method, path, JSON-RPC method once the body has
+    /// been read, the door version serving it, and in a host of capsules,
+    /// the capsule. Its last line (`request`, at debug) adds the status and
+    /// the microseconds to the response head: recorded on the span itself,
+    /// they cost a short request about 4% of its throughput.
     async fn handle(
         self: Arc<Self>,
         request: Request<Incoming>,
@@ -372,25 +374,28 @@ impl Server {
         busy: Busy,
     ) -> Response<HyperOutgoingBody> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        let started = tokio::time::Instant::now();
-        let span = tracing::info_span!(
-            "request",
-            capsule = &*self.name,
-            id = NEXT.fetch_add(1, Ordering::Relaxed),
-            method = %request.method(),
-            path = request.uri().path(),
-            rpc = tracing::field::Empty,
-            door = tracing::field::Empty,
-            status = tracing::field::Empty,
-            micros = tracing::field::Empty,
-        );
-        let response = self
-            .answer(request, address, busy)
-            .instrument(span.clone())
-            .await;
-        span.record("status", response.status().as_u16());
-        span.record("micros", started.elapsed().as_micros() as u64);
-        response
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let span = match self.metrics {
+            // One capsule of many: its name tells the lines apart.
+            Some(_) => tracing::info_span!(
+                "request",
+                capsule = &*self.name,
+                id,
+                method = %request.method(),
+                path = request.uri().path(),
+                rpc = tracing::field::Empty,
+                door = tracing::field::Empty,
+            ),
+            None => tracing::info_span!(
+                "request",
+                id,
+                method = %request.method(),
+                path = request.uri().path(),
+                rpc = tracing::field::Empty,
+                door = tracing::field::Empty,
+            ),
+        };
+        self.answer(request, address, busy).instrument(span).await
     }
 
     /// Answers one request; never fails, whatever the client or the door does.
