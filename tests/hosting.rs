@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::tempdir::TempDir;
-use common::{Reply, binary, exchange, root};
+use common::{Reply, binary, request, root};
 use murmur_door_host::engine::EMBEDDED_DOOR;
 use serde_json::{Value, json};
 
@@ -116,22 +116,10 @@ fn launch(entries: &[&str], extra: &[&str]) -> Hosted {
     }
 }
 
-fn send(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    exchange(addr, head.as_bytes(), body)
-}
-
 impl Hosted {
     fn control(&self, method: &str, path: &str, body: &[u8]) -> Reply {
         let auth = format!("Bearer {}", self.token);
-        send(
+        request(
             &self.control,
             method,
             path,
@@ -162,7 +150,7 @@ impl Hosted {
     }
 
     fn card(&self, name: &str) -> Reply {
-        send(
+        request(
             &self.urls[name],
             "GET",
             "/.well-known/agent-card.json",
@@ -180,7 +168,7 @@ impl Hosted {
     fn get_task(&self, name: &str, token: &str) -> Reply {
         let body = r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"tsk_none"}}"#;
         let auth = format!("Bearer {token}");
-        send(
+        request(
             &self.urls[name],
             "POST",
             "/",
@@ -244,12 +232,12 @@ fn each_capsule_is_its_own_door() {
     assert_eq!(names, ["alpha", "beta", "gamma"]);
     // The host's surface needs its own token.
     assert_eq!(
-        send(&host.control, "GET", "/capsules", &[], b"").status,
+        request(&host.control, "GET", "/capsules", &[], b"").status,
         401
     );
     let auth = format!("Bearer {beta}");
     assert_eq!(
-        send(
+        request(
             &host.control,
             "GET",
             "/capsules",
@@ -322,7 +310,7 @@ fn capsules_are_added_and_removed_while_the_host_runs() {
         .unwrap()
         .trim_start_matches("http://")
         .to_string();
-    let card = send(&url, "GET", "/.well-known/agent-card.json", &[], b"");
+    let card = request(&url, "GET", "/.well-known/agent-card.json", &[], b"");
     assert_eq!(card.json()["name"], "beta");
 
     for (entry, message) in [
@@ -417,7 +405,10 @@ fn metrics_count_each_capsules_requests_and_tasks() {
         -32601
     );
 
-    assert_eq!(send(&host.control, "GET", "/metrics", &[], b"").status, 401);
+    assert_eq!(
+        request(&host.control, "GET", "/metrics", &[], b"").status,
+        401
+    );
     let reply = host.control("GET", "/metrics", b"");
     assert_eq!(reply.status, 200);
     assert_eq!(
@@ -496,7 +487,6 @@ fn faulty_host(door: &[u8], max_cpu_ms: u64) -> FaultyHost {
     let engine = engine::engine_for(http.max_instances, limits.max_memory_bytes).unwrap();
     let door = Door::load(&engine, door).unwrap();
     let host = Host::new(
-        engine,
         door,
         "faulty".into(),
         HostLimits {
@@ -536,7 +526,7 @@ fn faulty_host(door: &[u8], max_cpu_ms: u64) -> FaultyHost {
 }
 
 fn card(addr: &str) -> Reply {
-    send(addr, "GET", "/.well-known/agent-card.json", &[], b"")
+    request(addr, "GET", "/.well-known/agent-card.json", &[], b"")
 }
 
 /// An endless loop in one capsule's door costs only that capsule's

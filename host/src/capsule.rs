@@ -37,7 +37,6 @@ pub struct Capsule {
     /// Where it answers: its card's `supportedInterfaces[0].url`.
     pub url: String,
     serving: tokio::task::JoinHandle<()>,
-    listening: tokio::task::AbortHandle,
 }
 
 impl Capsule {
@@ -113,7 +112,6 @@ impl Capsule {
             server,
             session,
             url,
-            listening: serving.abort_handle(),
             serving,
         })
     }
@@ -122,7 +120,7 @@ impl Capsule {
     /// waiting: for a capsule something else still holds.
     pub fn close_now(&self) {
         self.session.close();
-        self.listening.abort();
+        self.serving.abort();
         self.server.shut();
     }
 

@@ -73,8 +73,9 @@ pub struct HostSwap {
 }
 
 impl Host {
+    /// A host whose capsules start on `door`, on the engine it was
+    /// compiled for.
     pub fn new(
-        engine: DoorEngine,
         door: Door,
         source: Source,
         limits: HostLimits,
@@ -82,7 +83,7 @@ impl Host {
         replay: Replay,
     ) -> Host {
         Host {
-            engine,
+            engine: door.engine.clone(),
             shared: Shared::new(&limits.http),
             limits,
             agent,

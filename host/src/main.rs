@@ -19,7 +19,7 @@ use murmur_door_host::capsule::{self, Capsule, CapsuleConfig};
 use murmur_door_host::connections;
 use murmur_door_host::control::ControlToken;
 use murmur_door_host::cpu;
-use murmur_door_host::engine::{self, Door, DoorEngine};
+use murmur_door_host::engine::{self, Door};
 use murmur_door_host::host::{Host, HostLimits};
 use murmur_door_host::host_control;
 use murmur_door_host::manifest::Manifest;
@@ -310,7 +310,7 @@ fn main() -> ExitCode {
 
 /// The engine, with the compile cache when there is one, and the door every
 /// capsule starts on: the `--component` file or the embedded door.
-async fn load_door(settings: &Settings) -> anyhow::Result<(DoorEngine, Door, String)> {
+async fn load_door(settings: &Settings) -> anyhow::Result<(Door, String)> {
     let mut engine = engine::engine_for(
         settings.http.max_instances,
         settings.limits.max_memory_bytes,
@@ -341,7 +341,7 @@ async fn load_door(settings: &Settings) -> anyhow::Result<(DoorEngine, Door, Str
         Compiled::Fresh => "compiled",
     };
     tracing::info!(digest = %door.digest, version = 1, %source, %compiled, "door component loaded");
-    Ok((engine, door, source))
+    Ok((door, source))
 }
 
 /// Raises the open-files limit and fits the connections (and so each
@@ -389,7 +389,7 @@ fn signals() -> anyhow::Result<(tokio::signal::unix::Signal, tokio::signal::unix
 }
 
 async fn serve(entry: Entry, mut settings: Settings) -> anyhow::Result<()> {
-    let (_engine, door, _source) = load_door(&settings).await?;
+    let (door, _source) = load_door(&settings).await?;
     fit_to_open_files(&mut settings.http);
     let (mut terminate, mut hangup) = signals()?;
     let config = CapsuleConfig {
@@ -436,7 +436,7 @@ async fn host(
 ) -> anyhow::Result<()> {
     let roster =
         Roster::load(&path).with_context(|| format!("capsules file {}", path.display()))?;
-    let (engine, door, source) = load_door(&settings).await?;
+    let (door, source) = load_door(&settings).await?;
     fit_to_open_files(&mut settings.http);
     let (mut terminate, _hangup) = signals()?;
     let limits = HostLimits {
@@ -448,7 +448,6 @@ async fn host(
         max_component_bytes: settings.max_component_bytes,
     };
     let host = Arc::new(Host::new(
-        engine,
         door,
         source,
         limits,

@@ -208,9 +208,10 @@ impl Server {
 
     /// What counts a request answered `status`, once its body shows its
     /// JSON-RPC error code; None when nothing counts.
+    /// The method label is worked out only when something counts.
     fn probe(
         &self,
-        method: &'static str,
+        method: impl FnOnce() -> &'static str,
         status: u16,
         started: tokio::time::Instant,
     ) -> Option<Probe> {
@@ -218,7 +219,7 @@ impl Server {
             metrics: self.metrics.clone()?,
             capsule: self.name.clone(),
             request: metrics::Request {
-                method,
+                method: method(),
                 status,
                 rpc_code: "none",
             },
@@ -416,7 +417,7 @@ impl Server {
                 micros = started.elapsed().as_micros() as u64,
                 "control request"
             );
-            let probe = self.probe("control", response.status().as_u16(), started);
+            let probe = self.probe(|| "control", response.status().as_u16(), started);
             return response.map(|body| Answer::host(body).busy(busy, probe));
         }
         let card = self.metrics.is_some() && parts.uri.path() == metrics::CARD_PATH;
@@ -466,8 +467,10 @@ impl Server {
             micros = started.elapsed().as_micros() as u64,
             "request"
         );
-        let path = if card { metrics::CARD_PATH } else { "" };
-        let method = metrics::method_label(rpc.as_deref(), path);
+        let method = || {
+            let path = if card { metrics::CARD_PATH } else { "" };
+            metrics::method_label(rpc.as_deref(), path)
+        };
         let probe = self.probe(method, response.status().as_u16(), started);
         response.map(|mut answer| {
             answer.stream = stream;
