@@ -43,6 +43,17 @@ impl ControlToken {
         Ok(ControlToken(hex::encode(tokens::random::<32>()?)))
     }
 
+    /// Whether a request's `Authorization: Bearer` is the token.
+    pub fn admits(&self, parts: &hyper::http::request::Parts) -> bool {
+        let presented = parts
+            .headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(bearer)
+            .unwrap_or("");
+        self.verify(presented)
+    }
+
     /// Whether `presented` is the token, in constant time.
     pub fn verify(&self, presented: &str) -> bool {
         bool::from(presented.as_bytes().ct_eq(self.0.as_bytes()))
@@ -68,7 +79,7 @@ pub fn is_control(path: &str) -> bool {
 
 /// The token of `Bearer <token>`, the scheme in any case (RFC 9110
 /// 11.1), as the door reads it.
-pub(crate) fn bearer(value: &str) -> Option<&str> {
+fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
@@ -84,14 +95,8 @@ pub async fn answer(
     parts: hyper::http::request::Parts,
     body: Incoming,
 ) -> Response<HyperOutgoingBody> {
-    let presented = parts
-        .headers
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok())
-        .and_then(bearer)
-        .unwrap_or("");
     // Before the body is read: a stranger's upload is not compiled, nor read.
-    if !token.verify(presented) {
+    if !token.admits(&parts) {
         return unauthorized();
     }
     let action = &parts.uri.path()[CONTROL_PATH.len()..];
@@ -113,11 +118,7 @@ pub async fn answer(
                 "there is no previous door to roll back to".into(),
             ),
         },
-        ("" | "/swap" | "/rollback", _) => error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            format!("{} is not served on {}", parts.method, parts.uri.path()),
-        ),
+        ("" | "/swap" | "/rollback", _) => method_not_allowed(&parts),
         _ => error(
             StatusCode::NOT_FOUND,
             "not_found",
@@ -220,6 +221,17 @@ async fn swap(
         }
         Err(e) => swap_refused(&e, by_path),
     }
+}
+
+/// 405 for a path served with another method.
+pub(crate) fn method_not_allowed(
+    parts: &hyper::http::request::Parts,
+) -> Response<HyperOutgoingBody> {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} is not served on {}", parts.method, parts.uri.path()),
+    )
 }
 
 pub(crate) fn unauthorized() -> Response<HyperOutgoingBody> {

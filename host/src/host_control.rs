@@ -72,14 +72,8 @@ async fn answer(
     request: Request<Incoming>,
 ) -> Response<HyperOutgoingBody> {
     let (parts, body) = request.into_parts();
-    let presented = parts
-        .headers
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok())
-        .and_then(control::bearer)
-        .unwrap_or("");
     // Before the body is read.
-    if !token.verify(presented) {
+    if !token.admits(&parts) {
         return control::unauthorized();
     }
     let names = chosen(parts.uri.query());
@@ -159,11 +153,9 @@ async fn answer(
             Ok(rolled) => json_response(StatusCode::OK, json!({"rolledBack": rolled})),
             Err(why) => error(StatusCode::NOT_FOUND, "not_found", why),
         },
-        ("/capsules" | "/swap" | "/rollback" | "/metrics", _) => error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            format!("{} is not served on {}", parts.method, parts.uri.path()),
-        ),
+        ("/capsules" | "/swap" | "/rollback" | "/metrics", _) => {
+            control::method_not_allowed(&parts)
+        }
         _ => error(
             StatusCode::NOT_FOUND,
             "not_found",
