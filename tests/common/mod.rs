@@ -224,26 +224,7 @@ impl Door {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Reply {
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
-            self.addr
-        );
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        if !body.is_empty() || method == "POST" {
-            head.push_str(&format!("content-length: {}\r\n", body.len()));
-        }
-        head.push_str("\r\n");
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        stream.write_all(head.as_bytes()).unwrap();
-        stream.write_all(body).unwrap();
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).unwrap();
-        Reply::parse(&raw)
+        request(&self.addr, method, path, headers, body)
     }
 
     pub fn get(&self, path: &str) -> Reply {
@@ -430,6 +411,26 @@ impl Drop for Door {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `method path` to `addr` with `headers` and `body`, on a connection of
+/// its own.
+pub fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        head.push_str(&format!("content-length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    exchange(addr, head.as_bytes(), body)
 }
 
 /// The lines `child` writes to its piped stderr, as they arrive.
