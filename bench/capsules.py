@@ -6,7 +6,9 @@ Reports:
 - adding a capsule until it answers its card (p50, p99);
 - RSS, address space and descriptors per idle capsule beyond the first;
 - GET card and GetTask p50/p99 on random capsules of the N-capsule host,
-  against the same on a one-capsule host, from the same client;
+  against the same on a one-capsule host running beside it, from four
+  concurrent clients that ask both hosts in turn (after each capsule has
+  answered once; a capsule's first requests are reported apart);
 - a host-wide swap of every capsule (compile, or load from the compile
   cache, once) while a client keeps asking random capsules for their card:
   requests served and failed.
@@ -98,17 +100,53 @@ GET_TASK = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params":
 RPC = [("content-type", "application/json"), ("a2a-version", "1.0")]
 
 
-def latencies(urls, count):
-    card, task = [], []
-    for _ in range(count):
-        url = random.choice(urls)
-        started = time.perf_counter()
-        assert request(url, "GET", "/.well-known/agent-card.json")[0] == 200
-        card.append((time.perf_counter() - started) * 1000)
-        started = time.perf_counter()
-        assert request(url, "POST", "/", GET_TASK, RPC)[0] == 200
-        task.append((time.perf_counter() - started) * 1000)
-    return percentiles(card), percentiles(task)
+def timed(url, method, path, body=b"", headers=()):
+    started = time.perf_counter()
+    assert request(url, method, path, body, headers)[0] == 200
+    return (time.perf_counter() - started) * 1000
+
+
+def card(url):
+    return timed(url, "GET", "/.well-known/agent-card.json")
+
+
+def get_task(url):
+    return timed(url, "POST", "/", GET_TASK, RPC)
+
+
+def first_requests(urls):
+    """Each capsule's first card and first GetTask: what a capsule's first
+    request costs beyond the rest (its store's statements are prepared then)."""
+    cards, tasks = [], []
+    for url in urls:
+        cards.append(card(url))
+        tasks.append(get_task(url))
+    return percentiles(cards), percentiles(tasks)
+
+
+def compare(many, one, count, clients=4):
+    """Card and GetTask latencies on random capsules of the many-capsule host
+    and on the one-capsule host, under load from `clients` concurrent clients,
+    each request to one host followed by the same to the other in a random
+    order: both hosts are measured on the same machine at the same moments."""
+    samples = {(host, kind): [] for host in ("many", "one") for kind in ("card", "task")}
+
+    def client():
+        for _ in range(count // clients):
+            pair = [("many", random.choice(many)), ("one", one)]
+            random.shuffle(pair)
+            for host, url in pair:
+                samples[(host, "card")].append(card(url))
+            random.shuffle(pair)
+            for host, url in pair:
+                samples[(host, "task")].append(get_task(url))
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {key: percentiles(values) for key, values in samples.items()}
 
 
 def main():
@@ -124,8 +162,6 @@ def main():
         os.makedirs(os.path.join(dir, "one"))
         single = Host(os.path.join(dir, "one"))
         single.add("only")
-        one_card, one_task = latencies(list(single.urls.values()), count)
-        single.close()
 
         os.makedirs(os.path.join(dir, "many"))
         host = Host(os.path.join(dir, "many"))
@@ -135,7 +171,10 @@ def main():
         time.sleep(1)
         last = proc(host.process.pid)
         per = [(b - a) / (n - 1) for a, b in zip(first, last)]
-        card, task = latencies(list(host.urls.values()), count)
+        cold_card, cold_task = first_requests(list(host.urls.values()))
+        first_requests(list(single.urls.values()))
+        latency = compare(list(host.urls.values()), single.urls["only"], count)
+        single.close()
 
         # A host-wide swap under load: the door compiled once (no compile cache).
         wasm = os.path.join(ROOT, "target", "wasm", "wasm32-wasip2", "wasm", "murmur_door_guest.wasm")
@@ -170,8 +209,11 @@ def main():
         print(f"add a capsule until its card answers   p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
         print(f"per idle capsule beyond the first      RSS {per[0]:7.0f} KiB   address space {per[1] / 1024:7.1f} MiB   descriptors {per[2]:.1f}")
         print(f"host RSS with {n} capsules              {last[0] / 1024:7.1f} MiB (one capsule: {first[0] / 1024:.1f} MiB)")
-        print(f"GET card, random capsule               p50 {card[0]:6.2f} ms   p99 {card[1]:6.2f} ms   (one-capsule host: p50 {one_card[0]:.2f}, p99 {one_card[1]:.2f})")
-        print(f"GetTask, random capsule                p50 {task[0]:6.2f} ms   p99 {task[1]:6.2f} ms   (one-capsule host: p50 {one_task[0]:.2f}, p99 {one_task[1]:.2f})")
+        for kind, name in (("card", "GET card"), ("task", "GetTask")):
+            (p50, p99), (one50, one99) = latency[("many", kind)], latency[("one", kind)]
+            print(f"{name + ', random capsule, under load':38} p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   "
+                  f"(one-capsule host: p50 {one50:.2f}, p99 {one99:.2f}; {p50 / one50 - 1:+.0%}, {p99 / one99 - 1:+.0%})")
+        print(f"a capsule's first card, first GetTask  p50 {cold_card[0]:.2f} / {cold_task[0]:.2f} ms   p99 {cold_card[1]:.2f} / {cold_task[1]:.2f} ms")
         print(f"host-wide swap under load              {len(swap['swapped'])} swapped, {len(swap['refused'])} refused, compile {swap['compileMs']:.0f} ms, took {swap['tookMs']:.0f} ms; requests served {served[0]}, failed {failed[0]}")
     finally:
         shutil.rmtree(dir, ignore_errors=True)
