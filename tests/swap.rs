@@ -340,6 +340,59 @@ fn a_stream_opened_before_a_swap_finishes_on_its_version() {
     );
 }
 
+// Issue 13 ("Agent Card"): the door derives the public card from the
+// session alone, so the host keeps each door version's answer to a plain GET
+// of it, as an HTTP cache in front of the door would. The door answers the
+// first, every conditional GET, and the first after a swap; the rest get its
+// bytes and headers unchanged.
+#[test]
+fn the_card_is_kept_per_door_version() {
+    const CARD: &str = "/.well-known/agent-card.json";
+    let door = Door::start_logged(MANIFEST, "info,murmur_door_host=debug");
+    let token = control_token(&door);
+    let first = door.get(CARD);
+    assert_eq!(first.status, 200);
+    let without_date = |reply: &Reply| -> Vec<(String, String)> {
+        let mut headers = reply.headers.clone();
+        headers.retain(|(name, _)| name != "date");
+        headers
+    };
+    for path in [CARD, "/.well-known/agent-card.json?fresh=1"] {
+        let kept = door.get(path);
+        assert_eq!(kept.status, 200);
+        assert_eq!(kept.body, first.body);
+        assert_eq!(without_date(&kept), without_date(&first));
+    }
+    let etag = first.header("etag").unwrap().to_string();
+    let revalidated = door.request("GET", CARD, &[("if-none-match", &etag)], b"");
+    assert_eq!(revalidated.status, 304);
+    let (status, swapped) = swap(&door, &token, &variant("card"));
+    assert_eq!(status, 200, "{swapped}");
+    for _ in 0..2 {
+        let after = door.get(CARD);
+        assert_eq!((after.status, &after.body), (200, &first.body));
+    }
+    // Each request's last line, logged before its answer is sent.
+    let answered: Vec<(bool, bool)> = door
+        .stop()
+        .iter()
+        .filter(|l| l.contains(CARD) && l.contains(" request status="))
+        .map(|l| (l.contains("door=1"), l.contains("cached=true")))
+        .collect();
+    assert_eq!(
+        answered,
+        [
+            (true, false),
+            (true, true),
+            (true, true),
+            (true, false),
+            (false, false),
+            (false, true),
+        ],
+        "(version 1, kept): the first GET and the conditional one answered by the door, the others kept; after the swap, the first answered by version 2"
+    );
+}
+
 /// A component exporting `wasi:http/incoming-handler` that imports only
 /// `wasi:http/types` (the trapping door of the fault tests): it links, but
 /// it would answer from no session at all, like a door composed with a

@@ -20,6 +20,8 @@ const LAYERS: &[&[&str]] = &[
     // instantiates doors in a store.
     &["request", "cache"],
     &["engine"],
+    // What a door version answered that is the same for every request.
+    &["card_cache"],
     // Versions of the door, and the operator's surface over them.
     &["swap"],
     &["control"],

@@ -8,6 +8,7 @@ pub mod bindings;
 pub mod body;
 pub mod cache;
 pub mod capsule;
+pub mod card_cache;
 pub mod connections;
 pub mod control;
 pub mod cpu;

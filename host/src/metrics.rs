@@ -13,6 +13,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::card_cache::CARD_PATH;
+
 /// The JSON-RPC methods the door serves, and the push config ones it
 /// refuses by name.
 const METHODS: [&str; 13] = [
@@ -118,9 +120,6 @@ pub fn method_label(rpc: Option<&str>, path: &str) -> &'static str {
         None => "other",
     }
 }
-
-/// Where the Agent Card is served.
-pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
 /// The JSON-RPC error codes of the reference, as labels.
 const CODES: [(i64, &str); 14] = [

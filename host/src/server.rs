@@ -24,6 +24,7 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::admission::{self, Admission, Caller, Slot};
 use crate::body::{BodyBudget, BodyFailure, BodyLimits, RequestBody, Tally};
+use crate::card_cache;
 use crate::connections::{self, Busy, Connections, Throttled};
 use crate::control::{self, ControlToken};
 use crate::cpu;
@@ -420,7 +421,27 @@ impl Server {
             let probe = self.probe(|| "control", response.status().as_u16(), started);
             return response.map(|body| Answer::host(body).busy(busy, probe));
         }
-        let card = self.metrics.is_some() && parts.uri.path() == metrics::CARD_PATH;
+        let card = self.metrics.is_some() && parts.uri.path() == card_cache::CARD_PATH;
+        let serving = self.doors.serving();
+        let version = serving.live().version;
+        let span = tracing::Span::current();
+        span.record("door", version);
+        // The door's card as it answered it before: no instance needed.
+        let cacheable = card_cache::cacheable(&parts);
+        if let Some(response) = cacheable.then(|| serving.live().card.get()).flatten() {
+            drop(serving);
+            tracing::debug!(
+                status = response.status().as_u16(),
+                micros = started.elapsed().as_micros() as u64,
+                cached = true,
+                "request"
+            );
+            let probe = self.probe(|| "card", response.status().as_u16(), started);
+            return response.map(|body| {
+                Answer::host(body.map_err(|never| match never {}).boxed_unsync()).busy(busy, probe)
+            });
+        }
+        let cache = cacheable.then(|| serving.version());
         let caller = Caller::of(
             self.stores.session.capsule.authenticated,
             parts
@@ -435,15 +456,21 @@ impl Server {
             budget: self.shared.bodies.clone(),
         };
         let (body, tally) = RequestBody::new(body, limits, started);
-        let serving = self.doors.serving();
-        let version = serving.live().version;
-        let span = tracing::Span::current();
-        span.record("door", version);
         let response = match self.admission.admit(caller).await {
             Ok(slot) => {
                 let request = Request::from_parts(parts, body);
                 match self.run(serving, request, slot, tally.clone()).await {
-                    Ok(response) => response,
+                    Ok(response) => match cache {
+                        Some(live) => match live.card.keep(response).await {
+                            Ok(kept) => kept.map(|body| {
+                                Answer::host(body.map_err(|never| match never {}).boxed_unsync())
+                            }),
+                            Err(_) => Failure::Guest("the door's card was cut".into(), None)
+                                .response(&tally)
+                                .map(Answer::host),
+                        },
+                        None => response,
+                    },
                     Err(failure) => {
                         if matches!(failure, Failure::Guest(..)) {
                             tally.read_prefix().await;
@@ -468,7 +495,7 @@ impl Server {
             "request"
         );
         let method = || {
-            let path = if card { metrics::CARD_PATH } else { "" };
+            let path = if card { card_cache::CARD_PATH } else { "" };
             metrics::method_label(rpc.as_deref(), path)
         };
         let probe = self.probe(method, response.status().as_u16(), started);

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use serde_json::{Value, json};
 
+use crate::card_cache::CardCache;
 use crate::cpu;
 use crate::engine::{Door, DoorEngine};
 use crate::request::Stores;
@@ -72,6 +73,8 @@ pub struct Live {
     pub loaded_at_ms: i64,
     /// Requests holding this version: answering, or streaming their body.
     in_flight: AtomicU64,
+    /// Its answer to a plain GET of the card, once it has given one.
+    pub card: CardCache,
 }
 
 impl Live {
@@ -98,6 +101,11 @@ pub struct Serving(Arc<Live>, Arc<AtomicU64>);
 impl Serving {
     pub fn live(&self) -> &Live {
         &self.0
+    }
+
+    /// The version, to keep beyond this request's hold on it.
+    pub fn version(&self) -> Arc<Live> {
+        self.0.clone()
     }
 }
 
@@ -159,6 +167,7 @@ impl Doors {
                 source,
                 loaded_at_ms: tasks::now_ms(),
                 in_flight: AtomicU64::new(0),
+                card: CardCache::default(),
             }),
             slots: Mutex::new(Slots {
                 previous: None,
@@ -294,6 +303,7 @@ impl Doors {
             source,
             loaded_at_ms: tasks::now_ms(),
             in_flight: AtomicU64::new(0),
+            card: CardCache::default(),
         });
         slots.next_version += 1;
         let old = self.live.swap(new.clone());
