@@ -318,3 +318,27 @@ fn compiled_doors_are_cached_and_a_damaged_entry_is_compiled_again() {
     door.stop();
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }
+
+/// The threads of `pid` named `name`.
+fn threads_named(pid: u32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == name)
+        .count()
+}
+
+// `--workers N` runs requests on N threads, one per core by default.
+#[test]
+fn workers_are_the_threads_requests_run_on() {
+    let manifest = "name: a\nversion: 0.1.0\n";
+    let state = TempDir::new("workers");
+    let path = state.path().join("murmur.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    let door = Door::start_with(&path, state, &["--workers", "3"]);
+    assert_eq!(door.get("/.well-known/agent-card.json").status, 200);
+    assert_eq!(threads_named(door.pid(), "tokio-rt-worker"), 3);
+    let door = Door::start(manifest);
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(threads_named(door.pid(), "tokio-rt-worker"), cores);
+}

@@ -4,8 +4,13 @@
 //!
 //! - instantiate: a fresh Store and door instance from the pre-instance,
 //!   then dropped (the per-request instantiation cost);
-//! - wasm door: a whole request through the host's `respond`, body collected;
+//! - wasm door: a whole request through the host's `respond`, body
+//!   collected (SendMessage held until the script agent completes it, in a
+//!   session kept in memory);
 //! - native door: the same door logic built natively, for comparison.
+//!
+//! `cargo bench -p murmur-door-host --bench door -- GetTask` runs only the
+//! operations whose name holds `GetTask`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -76,6 +81,38 @@ fn main() {
         })
     });
 
+    let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"reply hi"}]}}}"#;
+    let rpc = |body: String| {
+        hyper::Request::post("/")
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(Bytes::from(body))
+            .unwrap()
+    };
+    let mut task_id = String::new();
+    report("wasm door: SendMessage held", || {
+        runtime.block_on(async {
+            let response = server.respond(rpc(send.to_string())).await;
+            assert_eq!(response.status(), 200);
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(
+                answer["result"]["task"]["status"]["state"],
+                "TASK_STATE_COMPLETED"
+            );
+            task_id = answer["result"]["task"]["id"].as_str().unwrap().to_string();
+        })
+    });
+    let get =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{{"id":"{task_id}"}}}}"#);
+    report("wasm door: GetTask", || {
+        runtime.block_on(async {
+            let response = server.respond(rpc(get.clone())).await;
+            assert_eq!(response.status(), 200);
+            response.into_body().collect().await.unwrap();
+        })
+    });
+
     let native = Native(capsule(&session));
     let card = murmur_door_guest::Request {
         method: "GET".into(),
@@ -112,6 +149,11 @@ fn main() {
 
 /// Runs `op` for [`RUN_FOR`] after a warm-up and prints its timings.
 fn report(name: &str, mut op: impl FnMut()) {
+    // `cargo bench --bench door -- WORD` runs the operations named with WORD.
+    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if only.is_some_and(|word| !name.contains(&word)) {
+        return;
+    }
     for _ in 0..200 {
         op();
     }

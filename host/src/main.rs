@@ -186,6 +186,9 @@ struct DoorArgs {
     /// Compile the door at every launch and keep nothing on disk.
     #[arg(long)]
     pub no_compile_cache: bool,
+    /// Threads running requests and their doors; default one per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: Option<u16>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -258,10 +261,14 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let workers = match &command {
+        Command::Serve { door, .. } | Command::Host { door, .. } => door.workers,
+    };
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = workers {
+        runtime.worker_threads(workers.into());
+    }
+    let runtime = runtime.enable_all().build().expect("a tokio runtime");
     let ran = match command {
         Command::Serve {
             manifest,
