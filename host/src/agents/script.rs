@@ -77,6 +77,25 @@ impl Agent for ScriptAgent {
         Box::pin(run(input.text, task, delegations))
     }
 
+    /// A script whose first command replies or fails (or that is no
+    /// script) ends at once: what [`run`] would answer without waiting.
+    fn ends_at_once(&self, input: &TaskInput) -> Option<Outcome> {
+        let script = &input.text;
+        if Command::parse(script.lines().next().unwrap_or("")).is_none() {
+            return Some(Outcome::Completed(script.clone()));
+        }
+        for line in script.lines() {
+            match Command::parse(line) {
+                None => {}
+                Some(Command::Reply(text)) => return Some(Outcome::Completed(text.to_string())),
+                Some(Command::Fail(text)) => return Some(Outcome::Failed(text.to_string())),
+                Some(Command::Malformed(why)) => return Some(Outcome::Failed(why)),
+                Some(_) => return None,
+            }
+        }
+        Some(Outcome::Completed("done".to_string()))
+    }
+
     /// A reply is run as a script: the delegations it awaits are awaited
     /// from the moment it is delivered. (The handles are taken again when
     /// the script runs.)

@@ -45,6 +45,15 @@ pub trait Agent: Send + Sync + 'static {
     /// awaited further, when the task is cancelled.
     fn run(&self, input: TaskInput, task: RunningTask) -> AgentFuture;
 
+    /// How `input` ends, when the agent can tell without running anything
+    /// (a script that only replies): the task is then recorded `working` and
+    /// ended in one write, with the events of both, and `run` is not
+    /// called. None (the default) runs it.
+    fn ends_at_once(&self, input: &TaskInput) -> Option<Outcome> {
+        let _ = input;
+        None
+    }
+
     /// Called with a reply's text as it is delivered to a task waiting in
     /// `input-required`, before the reply is answered and before the future
     /// that asked resumes: what it registers (a delegation the reply leads

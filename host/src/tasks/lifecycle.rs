@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use super::TaskError;
 use super::agent::{Outcome, TaskInput};
 use super::delegations::Delegation;
 use super::detached::{residue, running_commands};
 use super::events::{self, FrameKind};
 use super::ids;
 use super::store::Transition;
-use super::{Caller, DetachedShell, Hub, Live, ResidueItem, StopReport, Task, TaskError};
+use super::{Caller, DetachedShell, Hub, Live, ResidueItem, RunningCommand, StopReport, Task};
 use super::{TaskState, now_ms, unavailable};
 
 /// A completed task's final status message ("Messages", "GetTask",
@@ -23,14 +24,71 @@ use super::{TaskState, now_ms, unavailable};
 /// the terminal status a stream carries and what GetTask shows agree.
 pub const COMPLETED: &str = "task completed";
 
+/// The ending an agent's outcome records, with the detached commands still
+/// running.
+fn ending(outcome: Outcome, running_commands: Vec<RunningCommand>) -> Transition {
+    let mut to = match outcome {
+        Outcome::Completed(response) => {
+            let mut to = Transition::to(TaskState::Completed);
+            to.message = Some(COMPLETED.to_string());
+            to.response = Some(response);
+            to
+        }
+        Outcome::Failed(message) => {
+            let mut to = Transition::to(TaskState::Failed);
+            to.message = Some(message);
+            to
+        }
+    };
+    to.running_commands = running_commands;
+    to
+}
+
 /// How often an ending the store refused is tried again.
 const END_RETRY: Duration = Duration::from_secs(1);
 
 impl Hub {
-    /// Hands a task to the agent and moves it to `working`. The agent's `run`
-    /// is called before the task shows `working`, outside the lock, so what
-    /// it registers at once (a delegation it awaits) is in place by then.
+    /// Hands a task to the agent and moves it to `working`; a task its agent
+    /// ends at once is recorded ended, and the next queued task launched in
+    /// turn.
     pub(super) fn launch(self: &Arc<Self>, input: TaskInput) {
+        let mut next = Some(input);
+        while let Some(input) = next {
+            next = self.launch_one(input);
+        }
+    }
+
+    /// Launches one task. An agent that can tell how the task ends without
+    /// running anything ([`super::agent::Agent::ends_at_once`]) has it
+    /// recorded `working` and ended in one write, with the events of both,
+    /// and nothing spawned; then the next queued task, if any, is answered
+    /// for the caller to launch (a loop, where recursion could run deep).
+    ///
+    /// Otherwise the agent's `run` is called before the task shows
+    /// `working`, outside the lock, so what it registers at once (a
+    /// delegation it awaits) is in place by then.
+    fn launch_one(self: &Arc<Self>, input: TaskInput) -> Option<TaskInput> {
+        if let Some(outcome) = self.agent.ends_at_once(&input) {
+            let mut live = self.lock();
+            if !live.tasks.contains_key(&input.task_id) {
+                // Cancelled before it ran.
+                return None;
+            }
+            let now = now_ms();
+            let to = ending(
+                outcome,
+                running_commands(&live.detached, &input.task_id, now),
+            );
+            let working = Transition::to(TaskState::Working);
+            match self.end_steps(&mut live, &input.task_id, &[&working, &to], now) {
+                Ok(_) => return self.next_queued(&mut live),
+                // Nothing was written: the task runs as any other, and its
+                // ending is retried if the store still refuses it.
+                Err(e) => {
+                    tracing::error!(task = %input.task_id, error = %e, "recording a task that ended at once failed");
+                }
+            }
+        }
         let id = input.task_id.clone();
         let handle = RunningTask {
             hub: self.clone(),
@@ -41,7 +99,7 @@ impl Hub {
         let mut live = self.lock();
         if !live.tasks.contains_key(&id) {
             // Cancelled before it ran.
-            return;
+            return None;
         }
         if let Err(e) = self.write(&live, &id, &Transition::to(TaskState::Working), now_ms()) {
             tracing::error!(task = %id, error = %e, "recording a task's start failed");
@@ -56,6 +114,7 @@ impl Hub {
             hub.finish(&task_id, outcome);
         });
         running.runner = Some(runner.abort_handle());
+        None
     }
 
     /// Records what the agent answered, unless the task ended meanwhile.
@@ -66,21 +125,8 @@ impl Hub {
         };
         // The runner is returning: nothing to abort.
         running.runner = None;
-        let mut to = match outcome {
-            Outcome::Completed(response) => {
-                let mut to = Transition::to(TaskState::Completed);
-                to.message = Some(COMPLETED.to_string());
-                to.response = Some(response);
-                to
-            }
-            Outcome::Failed(message) => {
-                let mut to = Transition::to(TaskState::Failed);
-                to.message = Some(message);
-                to
-            }
-        };
         let now = now_ms();
-        to.running_commands = running_commands(&live.detached, id, now);
+        let to = ending(outcome, running_commands(&live.detached, id, now));
         if let Err(e) = self.end(&mut live, id, &to, now) {
             tracing::error!(task = %id, error = %e, "recording a task's end failed; retrying each second");
             drop(live);
@@ -122,7 +168,22 @@ impl Hub {
         to: &Transition,
         now: i64,
     ) -> rusqlite::Result<Option<Task>> {
-        let task = self.write(live, id, to, now)?;
+        self.end_steps(live, id, &[to], now)
+    }
+
+    /// [`Hub::end`] through `steps`, the last the ending, written as one
+    /// change ([`Hub::write_steps`]).
+    fn end_steps(
+        &self,
+        live: &mut Live,
+        id: &str,
+        steps: &[&Transition],
+        now: i64,
+    ) -> rusqlite::Result<Option<Task>> {
+        let Some(to) = steps.last() else {
+            return Ok(None);
+        };
+        let task = self.write_steps(live, id, steps, now)?;
         if let Some(running) = live.tasks.remove(id) {
             if let Some(runner) = running.runner {
                 runner.abort();

@@ -194,12 +194,32 @@ impl Hub {
     /// proof the live lock is held, which keeps the log's ids in order.
     fn write(
         &self,
-        _live: &Live,
+        live: &Live,
         id: &str,
         to: &Transition,
         now: i64,
     ) -> rusqlite::Result<Option<Task>> {
-        let bodies = transition_events(to, now);
+        self.write_steps(live, id, &[to], now)
+    }
+
+    /// Writes the last of `steps` as one change, and publishes the events
+    /// of every step in order: a task that passes through a state (working)
+    /// on its way to another in the same moment has its events, but the
+    /// store is written once.
+    fn write_steps(
+        &self,
+        _live: &Live,
+        id: &str,
+        steps: &[&Transition],
+        now: i64,
+    ) -> rusqlite::Result<Option<Task>> {
+        let Some(to) = steps.last() else {
+            return Ok(None);
+        };
+        let bodies: Vec<EventBody> = steps
+            .iter()
+            .flat_map(|step| transition_events(step, now))
+            .collect();
         let Some((task, ids)) = self.store.transition(id, to, now, bodies.len() as u64)? else {
             return Ok(None);
         };

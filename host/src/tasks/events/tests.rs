@@ -13,7 +13,7 @@ use crate::agents::{CommandAgent, ScriptAgent};
 use crate::bindings::tokens::Credential;
 use crate::tasks::store::{self, Store};
 use crate::tasks::testing::{TempDir, hub_buffered, hub_with, new_task, settle, until};
-use crate::tasks::{Hub, TaskAcceptance, TaskError, now_ms};
+use crate::tasks::{Hub, Task, TaskAcceptance, TaskError, TaskState, now_ms};
 
 /// One line per delivery: `3 tsk_a working`, `4 tsk_a working: step 1
 /// (msg_)`, `5 tsk_a frame text {"text":"x"}`, `6 tsk_a response: four`,
@@ -424,6 +424,62 @@ async fn a_task_writes_its_statuses_its_frames_then_its_response() {
     assert_eq!(*timestamps.last().unwrap(), done.status.timestamp_ms);
     assert!(timestamps.is_sorted());
     assert_eq!(hub.events().latest(), 6);
+}
+
+// A script that only replies ends at once: working and completed are one
+// change of the store, written before `start` returns, with the events of
+// both; queued behind a running task, such tasks end one after another as
+// soon as it ends.
+#[tokio::test]
+async fn a_task_its_agent_ends_at_once_is_one_change_with_every_event() {
+    let hub = hub_with(ScriptAgent, TaskAcceptance::Queue);
+    let task = hub.start(new_task(None, "reply four")).unwrap();
+    let done = hub.get(&None, &task.id).unwrap();
+    assert_eq!(done.status.state, TaskState::Completed);
+    assert_eq!(done.response.as_deref(), Some("four"));
+    assert_eq!(done.change, task.change + 1);
+    let mut reader = hub.task_events(&None, &task.id, Some(0)).unwrap();
+    assert_eq!(
+        read_until(&mut reader, "completed").await,
+        [
+            "1 task submitted",
+            "2 task working",
+            "3 task response: four",
+            "4 task completed: task completed",
+        ]
+    );
+
+    let first = hub.start(new_task(None, "sleep 50\nreply a")).unwrap();
+    let queued: Vec<Task> = ["reply b", "fail c", "sleep soon"]
+        .iter()
+        .map(|text| hub.start(new_task(None, text)).unwrap())
+        .collect();
+    assert!(
+        queued
+            .iter()
+            .all(|t| hub.get(&None, &t.id).unwrap().status.state == TaskState::Submitted)
+    );
+    until(&hub, &queued[2].id, TaskState::Failed).await;
+    let ended: Vec<(TaskState, Option<String>)> = queued
+        .iter()
+        .map(|t| hub.get(&None, &t.id).unwrap())
+        .map(|t| (t.status.state, t.response.or(t.status.message)))
+        .collect();
+    assert_eq!(
+        ended,
+        [
+            (TaskState::Completed, Some("b".to_string())),
+            (TaskState::Failed, Some("c".to_string())),
+            (
+                TaskState::Failed,
+                Some("script: sleep takes milliseconds, not \"soon\"".to_string())
+            ),
+        ]
+    );
+    assert_eq!(
+        hub.get(&None, &first.id).unwrap().status.state,
+        TaskState::Completed
+    );
 }
 
 #[tokio::test]
