@@ -8,7 +8,10 @@ Reports:
 - GET card and GetTask p50/p99 on random capsules of the N-capsule host,
   against the same on a one-capsule host running beside it, from four
   concurrent clients that ask both hosts in turn (after each capsule has
-  answered once; a capsule's first requests are reported apart);
+  answered once; a capsule's first requests are reported apart), each
+  request on a connection of its own;
+- GET card over one keep-alive connection (wrk, when installed) on a
+  capsule of the N-capsule host and on the one-capsule host, in turn;
 - a host-wide swap of every capsule (compile, or load from the compile
   cache, once) while a client keeps asking random capsules for their card:
   requests served and failed.
@@ -149,6 +152,17 @@ def compare(many, one, count, clients=4):
     return {key: percentiles(values) for key, values in samples.items()}
 
 
+def wrk(url, seconds=3):
+    """GET card over one keep-alive connection for `seconds`: (req/s, p50 µs)."""
+    out = subprocess.run(["wrk", "-t1", "-c1", f"-d{seconds}s", "--latency",
+                          f"http://{url}/.well-known/agent-card.json"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    rps = float(next(l for l in out if "Requests/sec" in l).split()[1])
+    p50 = next(l for l in out if l.strip().startswith("50%")).split()[1]
+    p50 = float(p50[:-2]) * (1000 if p50.endswith("ms") else 1)
+    return rps, p50
+
+
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
@@ -174,6 +188,12 @@ def main():
         cold_card, cold_task = first_requests(list(host.urls.values()))
         first_requests(list(single.urls.values()))
         latency = compare(list(host.urls.values()), single.urls["only"], count)
+        # One capsule of each over a keep-alive connection, in turn.
+        kept = {"many": [], "one": []}
+        if shutil.which("wrk"):
+            for _ in range(2):
+                kept["one"].append(wrk(single.urls["only"]))
+                kept["many"].append(wrk(random.choice(list(host.urls.values()))))
         single.close()
 
         # A host-wide swap under load: the door compiled once (no compile cache).
@@ -213,6 +233,9 @@ def main():
             (p50, p99), (one50, one99) = latency[("many", kind)], latency[("one", kind)]
             print(f"{name + ', random capsule, under load':38} p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   "
                   f"(one-capsule host: p50 {one50:.2f}, p99 {one99:.2f}; {p50 / one50 - 1:+.0%}, {p99 / one99 - 1:+.0%})")
+        if kept["one"]:
+            show = lambda runs: ", ".join(f"{rps:,.0f} req/s p50 {p50:.0f} us" for rps, p50 in runs)
+            print(f"GET card, one keep-alive connection     a capsule of {n}: {show(kept['many'])}; one-capsule host: {show(kept['one'])}")
         print(f"a capsule's first card, first GetTask  p50 {cold_card[0]:.2f} / {cold_task[0]:.2f} ms   p99 {cold_card[1]:.2f} / {cold_task[1]:.2f} ms")
         print(f"host-wide swap under load              {len(swap['swapped'])} swapped, {len(swap['refused'])} refused, compile {swap['compileMs']:.0f} ms, took {swap['tookMs']:.0f} ms; requests served {served[0]}, failed {failed[0]}")
     finally:
