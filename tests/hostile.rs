@@ -534,8 +534,10 @@ fn a_full_disk_refuses_cleanly_and_loses_nothing() {
     );
     let early = early["result"]["task"].clone();
     // Fill the files: each task writes its 300 KB response into the
-    // write-ahead log.
-    let big = "y".repeat(300_000);
+    // write-ahead log. Its progress line makes it run (a script that only
+    // replies is written ended with the task), so the tasks taken last are
+    // live when the store fills up.
+    let big = format!("progress filling\nreply {}", "y".repeat(300_000));
     let mut filling = Vec::new();
     let refused = loop {
         let answer = send(&big, true);

@@ -8,12 +8,14 @@ use std::sync::{Arc, MutexGuard};
 use tokio::sync::watch;
 
 use super::agent::TaskInput;
+use super::detached::running_commands;
 use super::events;
 use super::ids;
+use super::lifecycle::ending;
 use super::settled::Progress;
-use super::store::{NewRecord, Owner};
-use super::{Hub, Live, NewTask, Running, Task, TaskAcceptance, TaskError, TaskState};
-use super::{now_ms, unavailable};
+use super::store::{NewRecord, Owner, Transition};
+use super::{Hub, Live, NewTask, Running, Status, Task, TaskAcceptance, TaskError, TaskState};
+use super::{now_ms, transition_events, unavailable};
 
 /// The status message of a task refused because another one is live.
 pub const BUSY: &str = "task rejected: capsule is busy";
@@ -24,7 +26,9 @@ impl Hub {
     /// Starts a task: stored `submitted` and handed to the agent, or queued
     /// behind the live one (`queue`); stored `rejected` with [`BUSY`] when
     /// another task is live (`single`), or [`CLOSING`] when the session is
-    /// closing. Answers the task as first recorded. Needs a tokio runtime.
+    /// closing. A task that runs at once and that its agent ends at once
+    /// ([`super::agent::Agent::ends_at_once`]) is written ended. Answers the
+    /// task as first recorded. Needs a tokio runtime.
     pub fn start(self: &Arc<Self>, new: NewTask) -> Result<Task, TaskError> {
         let id = ids::task_id();
         let context_id = new.context_id.unwrap_or_else(ids::context_id);
@@ -52,13 +56,6 @@ impl Hub {
             forget_session: new.forget_session,
         };
         let now = now_ms();
-        let first = events::status(record.state, record.status_message.clone(), None, now);
-        let (task, ids) = self.store.insert(&record, now, 1).map_err(unavailable)?;
-        self.events
-            .publish(ids, &task.id, &task.context_id, vec![first]);
-        if refusal.is_some() {
-            return Ok(task);
-        }
         let input = TaskInput {
             task_id: id.clone(),
             context_id: context_id.clone(),
@@ -68,7 +65,44 @@ impl Hub {
             trust: new.trust,
             forget_session: new.forget_session,
         };
-        let run_now = !live.tasks.values().any(|t| t.started) && live.queue.is_empty();
+        let run_now =
+            refusal.is_none() && !live.tasks.values().any(|t| t.started) && live.queue.is_empty();
+        // A task that runs now and that its agent ends at once is written
+        // ended, in one change with the events of all three states.
+        let ended = run_now
+            .then(|| self.agent.ends_at_once(&input))
+            .flatten()
+            .map(|outcome| ending(outcome, running_commands(&live.detached, &id, now)));
+        let mut bodies = vec![events::status(
+            record.state,
+            record.status_message.clone(),
+            None,
+            now,
+        )];
+        if let Some(to) = &ended {
+            bodies.extend(transition_events(&Transition::to(TaskState::Working), now));
+            bodies.extend(transition_events(to, now));
+        }
+        let (task, ids) = self
+            .store
+            .insert_ended(&record, ended.as_ref(), now, bodies.len() as u64)
+            .map_err(unavailable)?;
+        self.events.publish(ids, &task.id, &task.context_id, bodies);
+        if refusal.is_some() {
+            return Ok(task);
+        }
+        if ended.is_some() {
+            // As first recorded, like any other.
+            return Ok(Task {
+                status: Status {
+                    state: TaskState::Submitted,
+                    message: None,
+                    timestamp_ms: now,
+                },
+                response: None,
+                ..task
+            });
+        }
         live.tasks.insert(
             id.clone(),
             Running {

@@ -26,7 +26,7 @@ pub const COMPLETED: &str = "task completed";
 
 /// The ending an agent's outcome records, with the detached commands still
 /// running.
-fn ending(outcome: Outcome, running_commands: Vec<RunningCommand>) -> Transition {
+pub(super) fn ending(outcome: Outcome, running_commands: Vec<RunningCommand>) -> Transition {
     let mut to = match outcome {
         Outcome::Completed(response) => {
             let mut to = Transition::to(TaskState::Completed);

@@ -426,18 +426,21 @@ async fn a_task_writes_its_statuses_its_frames_then_its_response() {
     assert_eq!(hub.events().latest(), 6);
 }
 
-// A script that only replies ends at once: working and completed are one
-// change of the store, written before `start` returns, with the events of
-// both; queued behind a running task, such tasks end one after another as
-// soon as it ends.
+// A script that only replies ends at once: started with nothing running, it
+// is written ended with the task itself, one change, before `start`
+// returns (which answers it as first recorded), with the events of every
+// state; queued behind a running task, such tasks end one after another as
+// soon as it ends, each in one change.
 #[tokio::test]
 async fn a_task_its_agent_ends_at_once_is_one_change_with_every_event() {
     let hub = hub_with(ScriptAgent, TaskAcceptance::Queue);
     let task = hub.start(new_task(None, "reply four")).unwrap();
+    assert_eq!(task.status.state, TaskState::Submitted);
+    assert_eq!(task.response, None);
     let done = hub.get(&None, &task.id).unwrap();
     assert_eq!(done.status.state, TaskState::Completed);
     assert_eq!(done.response.as_deref(), Some("four"));
-    assert_eq!(done.change, task.change + 1);
+    assert_eq!(done.change, task.change);
     let mut reader = hub.task_events(&None, &task.id, Some(0)).unwrap();
     assert_eq!(
         read_until(&mut reader, "completed").await,
@@ -459,7 +462,9 @@ async fn a_task_its_agent_ends_at_once_is_one_change_with_every_event() {
             .iter()
             .all(|t| hub.get(&None, &t.id).unwrap().status.state == TaskState::Submitted)
     );
-    until(&hub, &queued[2].id, TaskState::Failed).await;
+    let last = until(&hub, &queued[2].id, TaskState::Failed).await;
+    // Each queued task: inserted, then ended in one change.
+    assert_eq!(last.change, queued[2].change + 4);
     let ended: Vec<(TaskState, Option<String>)> = queued
         .iter()
         .map(|t| hub.get(&None, &t.id).unwrap())

@@ -46,15 +46,36 @@ impl Store {
         now_ms: i64,
         events: u64,
     ) -> rusqlite::Result<(Task, Range<u64>)> {
+        self.insert_ended(record, None, now_ms, events)
+    }
+
+    /// [`Store::insert`], for a task that has ended by the time it is
+    /// written when `ended` is given: its row holds the status `ended`
+    /// leaves, in one change, and the task answered is as `ended` leaves it.
+    pub fn insert_ended(
+        &self,
+        record: &NewRecord,
+        ended: Option<&Transition>,
+        now_ms: i64,
+        events: u64,
+    ) -> rusqlite::Result<(Task, Range<u64>)> {
         let mut inner = self.lock();
         let change = inner.last_change + 1;
         let (owner_kind, owner_name) = record.owner.columns();
+        let (state, message) = match ended {
+            Some(to) => (to.state, to.message.clone()),
+            None => (record.state, record.status_message.clone()),
+        };
+        let response = ended.and_then(|to| to.response.clone());
+        let prompt = ended.and_then(|to| to.prompt.clone());
+        let residue = ended.map_or(Vec::new(), |to| to.residue.clone());
+        let running = ended.map_or(Vec::new(), |to| to.running_commands.clone());
         let tx = inner.conn.unchecked_transaction()?;
         tx.prepare_cached(
             "INSERT INTO tasks (id, context_id, owner_kind, owner_name, origin, trust, state,
                     status_message, status_ms, response, prompt, residue, running_commands,
                     reference_task_ids, forget_session, created_ms, change)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, '[]', '[]', ?, ?, ?, ?)",
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )?
         .execute(params![
             record.id,
@@ -63,9 +84,13 @@ impl Store {
             owner_name,
             origin_word(record.origin),
             record.trust,
-            state_word(record.state),
-            record.status_message,
+            state_word(state),
+            message,
             now_ms,
+            response,
+            prompt,
+            residue_json(&residue).to_string(),
+            running_json(&running).to_string(),
             json!(record.reference_task_ids).to_string(),
             record.forget_session,
             now_ms,
@@ -79,14 +104,14 @@ impl Store {
             id: record.id.clone(),
             context_id: record.context_id.clone(),
             status: Status {
-                state: record.state,
-                message: record.status_message.clone(),
+                state,
+                message,
                 timestamp_ms: now_ms,
             },
-            response: None,
-            prompt: None,
-            residue: Vec::new(),
-            metadata: metadata(Vec::new()),
+            response,
+            prompt,
+            residue,
+            metadata: metadata(running),
             change,
         };
         Ok((task, ids))
