@@ -182,12 +182,13 @@ impl Store {
             .optional()
     }
 
-    /// How many tasks are in each state (murmur's words), for metrics.
+    /// How many tasks are in each state (murmur's words), for metrics: read
+    /// from the kept counts, a row per owner and state.
     pub fn count_by_state(&self) -> rusqlite::Result<Vec<(String, u64)>> {
         let inner = self.lock();
         let mut statement = inner
             .conn
-            .prepare_cached("SELECT state, COUNT(*) FROM tasks GROUP BY state")?;
+            .prepare_cached("SELECT state, SUM(tasks) FROM owner_counts GROUP BY state")?;
         let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
         rows.collect()
     }

@@ -1092,3 +1092,27 @@ fn a_version_2_session_is_brought_up_to_date() {
         .unwrap();
     assert_counts_exact(&store);
 }
+
+#[test]
+fn count_by_state_reads_the_kept_counts() {
+    let store = Store::in_memory(1).unwrap();
+    for (i, state) in [
+        TaskState::Submitted,
+        TaskState::Rejected,
+        TaskState::Submitted,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let owner = if i == 0 {
+            Owner::Public
+        } else {
+            Owner::Declared("a".into())
+        };
+        store.insert(&record(owner, "c", state), 1, 0).unwrap();
+    }
+    assert_eq!(
+        store.count_by_state().unwrap(),
+        [("rejected".to_string(), 1), ("submitted".to_string(), 2)]
+    );
+}
