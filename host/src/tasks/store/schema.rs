@@ -179,6 +179,7 @@ impl Store {
             "INSERT INTO session (id, session_id, created_ms) VALUES (1, ?, ?)",
             params![session_id, now_ms],
         )?;
+        keep_statements(&conn);
         Ok(Store {
             session_id,
             created_ms: now_ms,
@@ -229,6 +230,7 @@ impl Store {
             conn.query_row("SELECT COALESCE(MAX(change), 0) FROM tasks", [], |r| {
                 r.get(0)
             })?;
+        keep_statements(&conn);
         Ok(Store {
             session_id,
             created_ms,
@@ -241,4 +243,13 @@ impl Store {
             _lock: None,
         })
     }
+}
+
+/// Keeps more of the store's statements prepared than rusqlite's 16. A
+/// listing's statements depend on which filters it has and who asks
+/// (`queries.rs`), so a client varying its filters makes dozens, which
+/// would push out the writes' statements, each compiled again on its next
+/// use. Each costs a few KB, and only the ones a session uses are kept.
+fn keep_statements(conn: &Connection) {
+    conn.set_prepared_statement_cache_capacity(64);
 }
