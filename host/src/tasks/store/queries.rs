@@ -383,9 +383,8 @@ impl Equalities {
 /// those, whatever the session's size. A cutoff with more tasks than that
 /// on both sides is counted on the side it is nearer the end of in time
 /// (the smaller one when tasks change at a steady rate), and its page may
-/// read past the tasks before the cutoff: the one listing whose cost grows
-/// with the session, at most what version 2 of the store paid for every
-/// cutoff.
+/// read past the tasks before the cutoff, as every listing with a cutoff
+/// did before: the one listing whose cost grows with the session.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Since {
     pub(super) matching: i64,
