@@ -195,10 +195,10 @@ impl Store {
         let inner = self.lock();
         let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?");
         let mut values: Vec<SqlValue> = vec![id.to_string().into()];
-        if let Some((condition, params)) = sees.condition() {
+        if let Some((condition, owner)) = sees.condition() {
             sql.push_str(" AND ");
             sql.push_str(condition);
-            values.extend(params);
+            values.push(owner);
         }
         inner
             .conn
@@ -207,69 +207,69 @@ impl Store {
             .optional()
     }
 
-    /// How many tasks are in each state (murmur's words), for metrics.
+    /// How many tasks are in each state (murmur's words), for metrics: read
+    /// from the kept counts, a row per owner and state.
     pub fn count_by_state(&self) -> rusqlite::Result<Vec<(String, u64)>> {
         let inner = self.lock();
         let mut statement = inner
             .conn
-            .prepare_cached("SELECT state, COUNT(*) FROM tasks GROUP BY state")?;
+            .prepare_cached("SELECT state, SUM(tasks) FROM owner_counts GROUP BY state")?;
         let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
         rows.collect()
     }
 
     /// One page of the tasks `sees` covers that match `query`, most recently
     /// changed first.
+    ///
+    /// Neither the page nor its total reads a number of tasks that grows
+    /// with the session (the indexes and counts are in `schema.rs`): the
+    /// page reads an index of its equality filters in change order from
+    /// the cursor down, and the total adds up the kept counts of those
+    /// filters. A status timestamp cutoff is the one filter no count
+    /// answers: see [`Since`].
     pub fn list(&self, sees: &Sees, query: &ListQuery) -> rusqlite::Result<Page> {
-        let mut conditions: Vec<&str> = Vec::new();
-        let mut values: Vec<SqlValue> = Vec::new();
-        if let Some(context) = &query.context_id {
-            conditions.push("context_id = ?");
-            values.push(context.clone().into());
-        }
-        if let Some(state) = query.state {
-            conditions.push("state = ?");
-            values.push(state_word(state).to_string().into());
-        }
-        if let Some(after) = query.status_after_ms {
-            conditions.push("status_ms >= ?");
-            values.push(after.into());
-        }
-        if let Some((condition, params)) = sees.condition() {
-            conditions.push(condition);
-            values.extend(params);
-        }
-        let filters = if conditions.is_empty() {
-            String::new()
-        } else {
-            format!(" WHERE {}", conditions.join(" AND "))
-        };
+        let filters = Equalities::of(sees, query);
+        // The conditions beyond the equalities, and their values.
+        let mut more: Vec<&str> = Vec::new();
+        let mut values: Vec<SqlValue> = filters.values.clone();
 
         let inner = self.lock();
-        let total: i64 = inner
-            .conn
-            .prepare_cached(&format!("SELECT COUNT(*) FROM tasks{filters}"))?
-            .query_row(params_from_iter(values.iter()), |r| r.get(0))?;
-
-        let mut page_values = values;
-        let position = match &query.after {
-            Some(cursor) => {
-                page_values.push((cursor.change.min(i64::MAX as u64) as i64).into());
-                if filters.is_empty() {
-                    " WHERE change < ?"
-                } else {
-                    " AND change < ?"
+        let conn = &inner.conn;
+        let total = match query.status_after_ms {
+            None => filters.counted(conn)?,
+            Some(cutoff) => {
+                // `+` keeps the status index out of the page's plan: the
+                // page is read in change order, skipping the tasks before
+                // the cutoff (see `Since` for how many).
+                more.push("+status_ms >= ?");
+                values.push(cutoff.into());
+                let since = Since::probe(conn, &filters, cutoff)?;
+                if since.matching == 0 {
+                    return Ok(Page {
+                        tasks: Vec::new(),
+                        next: None,
+                        total: 0,
+                    });
                 }
+                if let Some(oldest) = since.oldest {
+                    // Every match changed at or after `oldest`: the page
+                    // stops there, with only tasks changed since the
+                    // cutoff behind it.
+                    more.push("change >= ?");
+                    values.push(oldest.into());
+                }
+                since.matching
             }
-            None => "",
         };
+        if let Some(cursor) = &query.after {
+            more.push("change < ?");
+            values.push((cursor.change.min(i64::MAX as u64) as i64).into());
+        }
         // One more than the page holds tells whether another page follows.
-        page_values.push((i64::from(query.limit) + 1).into());
-        let mut tasks: Vec<Task> = inner
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {TASK_COLUMNS} FROM tasks{filters}{position} ORDER BY change DESC LIMIT ?"
-            ))?
-            .query_map(params_from_iter(page_values), task_from_row)?
+        values.push((i64::from(query.limit) + 1).into());
+        let mut tasks: Vec<Task> = conn
+            .prepare_cached(&filters.page(TASK_COLUMNS, &more))?
+            .query_map(params_from_iter(values), task_from_row)?
             .collect::<rusqlite::Result<_>>()?;
         let more = tasks.len() > query.limit as usize;
         tasks.truncate(query.limit as usize);
@@ -298,5 +298,221 @@ impl Store {
         statement
             .query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()
+    }
+}
+
+/// The filters of a listing that are equalities: the caller's owner, the
+/// context and the state. Their conditions read the same on `tasks` and on
+/// the counts tables, whose columns have the same names.
+pub(super) struct Equalities {
+    pub(super) conditions: Vec<&'static str>,
+    pub(super) values: Vec<SqlValue>,
+    /// The index that holds these columns and then `change` (`schema.rs`):
+    /// `tasks_by_` and the filters, owner, context, state in that order.
+    /// None without a filter (or with only an owner those indexes do not
+    /// hold), when the change order's own index serves.
+    index: Option<String>,
+    /// Whether the context is one of them: which counts table answers.
+    by_context: bool,
+}
+
+impl Equalities {
+    pub(super) fn of(sees: &Sees, query: &ListQuery) -> Equalities {
+        let mut conditions = Vec::new();
+        let mut values: Vec<SqlValue> = Vec::new();
+        let mut index = String::from("tasks_by");
+        if let Some((condition, owner)) = sees.condition() {
+            conditions.push(condition);
+            values.push(owner);
+            if sees.by_owner_index() {
+                index.push_str("_owner");
+            }
+        }
+        if let Some(context) = &query.context_id {
+            conditions.push("context_id = ?");
+            values.push(context.clone().into());
+            index.push_str("_context");
+        }
+        if let Some(state) = query.state {
+            conditions.push("state = ?");
+            values.push(state_word(state).to_string().into());
+            index.push_str("_state");
+        }
+        Equalities {
+            index: (index != "tasks_by").then_some(index),
+            conditions,
+            values,
+            by_context: query.context_id.is_some(),
+        }
+    }
+
+    /// How many tasks match, from the kept counts: a row per owner and
+    /// state, of one context when the context is a filter.
+    pub(super) fn counted(&self, conn: &Connection) -> rusqlite::Result<i64> {
+        let table = if self.by_context {
+            "context_counts"
+        } else {
+            "owner_counts"
+        };
+        conn.prepare_cached(&format!(
+            "SELECT COALESCE(SUM(tasks), 0) FROM {table}{}",
+            where_clause(&self.conditions)
+        ))?
+        .query_row(params_from_iter(self.values.iter()), |r| r.get(0))
+    }
+
+    /// The statement of a page: `columns` of the tasks that match these
+    /// filters and the conditions in `more`, most recently changed first,
+    /// read from the index of these filters, and a LIMIT.
+    ///
+    /// The index is named, not left to the planner: without statistics it
+    /// can prefer the index of one filter with a change range over the index
+    /// of them all, and read every task of that one filter.
+    pub(super) fn page(&self, columns: &str, more: &[&str]) -> String {
+        let indexed = self
+            .index
+            .as_ref()
+            .map_or(String::new(), |index| format!(" INDEXED BY {index}"));
+        let conditions: Vec<&str> = self.conditions.iter().chain(more).copied().collect();
+        format!(
+            "SELECT {columns} FROM tasks{indexed}{} ORDER BY change DESC LIMIT ?",
+            where_clause(&conditions)
+        )
+    }
+
+    /// The conditions as one expression: true when there are none.
+    fn expression(&self) -> String {
+        if self.conditions.is_empty() {
+            "1".to_string()
+        } else {
+            self.conditions.join(" AND ")
+        }
+    }
+}
+
+/// What a status timestamp cutoff leaves of a listing: how many tasks
+/// match, and, when the tasks changed at or after the cutoff were few
+/// enough to read, the lowest change among the matches, below which the
+/// page need not read.
+///
+/// No kept count answers "changed at or after this instant", and reading
+/// every task that did costs a session of a million tasks a million reads
+/// for a cutoff that all of them pass. So the count reads one side of the
+/// cutoff, those changed at or after it or those before it, and takes the
+/// matches before it from the kept total. Both sides are read from
+/// `tasks_by_status` alone, an index holding every column a filter reads.
+///
+/// First the side at or after the cutoff, then the side before it, is read
+/// up to [`FIRST_PROBE`] entries: a client asking what changed since its
+/// last look, or for every task since the session began, is answered from
+/// those, whatever the session's size. A cutoff with more tasks than that
+/// on both sides is counted on the side it is nearer the end of in time
+/// (the smaller one when tasks change at a steady rate), and its page may
+/// read past the tasks before the cutoff, as every listing with a cutoff
+/// did before: the one listing whose cost grows with the session.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Since {
+    pub(super) matching: i64,
+    pub(super) oldest: Option<i64>,
+}
+
+/// How many entries of the status index [`Since::probe`] reads on each side
+/// of a cutoff before it counts one side whole.
+pub(super) const FIRST_PROBE: i64 = 256;
+
+impl Since {
+    pub(super) fn probe(
+        conn: &Connection,
+        filters: &Equalities,
+        cutoff: i64,
+    ) -> rusqlite::Result<Since> {
+        let (read, matching, oldest) = Since::side(conn, filters, ">=", cutoff, FIRST_PROBE)?;
+        if read < FIRST_PROBE {
+            return Ok(Since { matching, oldest });
+        }
+        let (read, before, _) = Since::side(conn, filters, "<", cutoff, FIRST_PROBE)?;
+        if read < FIRST_PROBE {
+            return Ok(Since {
+                matching: filters.counted(conn)? - before,
+                oldest: None,
+            });
+        }
+        // Each a seek to one end of the status index.
+        let (first, last): (i64, i64) = conn
+            .prepare_cached(
+                "SELECT (SELECT MIN(status_ms) FROM tasks), (SELECT MAX(status_ms) FROM tasks)",
+            )?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let matching = if last.saturating_sub(cutoff) <= cutoff.saturating_sub(first) {
+            Since::count(conn, filters, ">=", cutoff)?
+        } else {
+            filters.counted(conn)? - Since::count(conn, filters, "<", cutoff)?
+        };
+        Ok(Since {
+            matching,
+            oldest: None,
+        })
+    }
+
+    /// Reads at most `limit` entries of the status index on one side of
+    /// `cutoff` (`side` is `>=` or `<`): how many it read, how many of
+    /// those match `filters`, and the lowest change of a match.
+    fn side(
+        conn: &Connection,
+        filters: &Equalities,
+        side: &str,
+        cutoff: i64,
+        limit: i64,
+    ) -> rusqlite::Result<(i64, i64, Option<i64>)> {
+        let mut values = filters.values.clone();
+        values.push(cutoff.into());
+        values.push(limit.into());
+        conn.prepare_cached(&Since::side_sql(filters, side))?
+            .query_row(params_from_iter(values), |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+    }
+
+    pub(super) fn side_sql(filters: &Equalities, side: &str) -> String {
+        format!(
+            "SELECT COUNT(*), COALESCE(SUM(m), 0), MIN(CASE WHEN m THEN change END)
+             FROM (SELECT ({}) AS m, change FROM tasks INDEXED BY tasks_by_status
+                   WHERE status_ms {side} ? LIMIT ?)",
+            filters.expression()
+        )
+    }
+
+    /// How many tasks on one side of `cutoff` match `filters`, from every
+    /// entry of the status index there.
+    fn count(
+        conn: &Connection,
+        filters: &Equalities,
+        side: &str,
+        cutoff: i64,
+    ) -> rusqlite::Result<i64> {
+        let mut values: Vec<SqlValue> = vec![cutoff.into()];
+        values.extend(filters.values.iter().cloned());
+        conn.prepare_cached(&Since::count_sql(filters, side))?
+            .query_row(params_from_iter(values), |r| r.get(0))
+    }
+
+    pub(super) fn count_sql(filters: &Equalities, side: &str) -> String {
+        let side = format!("status_ms {side} ?");
+        let conditions: Vec<&str> = std::iter::once(side.as_str())
+            .chain(filters.conditions.iter().copied())
+            .collect();
+        format!(
+            "SELECT COUNT(*) FROM tasks INDEXED BY tasks_by_status{}",
+            where_clause(&conditions)
+        )
+    }
+}
+
+/// ` WHERE a AND b`, or nothing when there are no conditions.
+fn where_clause(conditions: &[&str]) -> String {
+    if conditions.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conditions.join(" AND "))
     }
 }

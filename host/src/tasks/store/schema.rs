@@ -9,10 +9,13 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::{Inner, Store};
 
 /// Bumped when the tables change shape; a file of another version is refused
-/// (version 1, before events were numbered, is brought up to date).
-pub(super) const SCHEMA_VERSION: i64 = 2;
+/// (versions 1, before events were numbered, and 2, before ListTasks was
+/// served from indexes and counts, are brought up to date).
+pub(super) const SCHEMA_VERSION: i64 = 3;
 
-const SCHEMA: &str = "
+/// The tables of version 2 and the indexes they had then, but for the ones
+/// on owners and status timestamps, which [`LISTING`] makes anew.
+const TABLES: &str = "
 CREATE TABLE session (
     id          INTEGER PRIMARY KEY CHECK (id = 1),
     session_id  TEXT    NOT NULL,
@@ -50,8 +53,117 @@ CREATE TABLE tasks (
 );
 CREATE INDEX tasks_by_context ON tasks (context_id, change);
 CREATE INDEX tasks_by_state   ON tasks (state, change);
-CREATE INDEX tasks_by_owner   ON tasks (owner_kind, owner_name, change);
-CREATE INDEX tasks_by_status  ON tasks (status_ms);
+";
+
+/// What ListTasks reads, so that a page and its total cost the same in a
+/// session of a million tasks as in one of a thousand (version 3).
+///
+/// A page: every combination of the equality filters (the caller's owner,
+/// contextId, status) has an index of those columns followed by `change`,
+/// so the page is read from the cursor down in change order and every row
+/// read is on it. The combinations without an owner that have one filter
+/// are in [`TABLES`].
+///
+/// Only a declared credential's or a member's tasks are ever listed by
+/// owner (a public door's callers and the operator see every task), so
+/// the owner indexes hold only theirs: a public door's tasks, and the
+/// operator's, cost no write to them. A listing by owner names the kind
+/// as a literal, which is how SQLite knows such an index covers it.
+///
+/// totalSize: how many tasks each owner holds in each state, overall and in
+/// each context, kept by triggers in the transaction of every write to
+/// `tasks` (insert, any change of state, delete), so no write can forget
+/// them. A group that empties is deleted: the tables hold only what is
+/// there, a row per (owner, state) and per (context, owner, state) in use.
+///
+/// statusTimestampAfter: `tasks_by_status` holds every column the other
+/// filters read, so the tasks changed at or after a cutoff (or those
+/// before it) are counted from the index alone (`queries.rs` says how).
+const LISTING: &str = "
+CREATE INDEX tasks_by_context_state ON tasks (context_id, state, change);
+CREATE INDEX tasks_by_owner ON tasks (owner_kind, owner_name, change)
+    WHERE owner_kind = 'declared' OR owner_kind = 'member';
+CREATE INDEX tasks_by_owner_context ON tasks (owner_kind, owner_name, context_id, change)
+    WHERE owner_kind = 'declared' OR owner_kind = 'member';
+CREATE INDEX tasks_by_owner_state ON tasks (owner_kind, owner_name, state, change)
+    WHERE owner_kind = 'declared' OR owner_kind = 'member';
+CREATE INDEX tasks_by_owner_context_state
+    ON tasks (owner_kind, owner_name, context_id, state, change)
+    WHERE owner_kind = 'declared' OR owner_kind = 'member';
+CREATE INDEX tasks_by_status
+    ON tasks (status_ms, context_id, state, owner_kind, owner_name, change);
+
+CREATE TABLE owner_counts (
+    owner_kind  TEXT    NOT NULL,
+    owner_name  TEXT    NOT NULL,
+    state       TEXT    NOT NULL,
+    tasks       INTEGER NOT NULL,
+    PRIMARY KEY (owner_kind, owner_name, state)
+) WITHOUT ROWID;
+CREATE TABLE context_counts (
+    context_id  TEXT    NOT NULL,
+    owner_kind  TEXT    NOT NULL,
+    owner_name  TEXT    NOT NULL,
+    state       TEXT    NOT NULL,
+    tasks       INTEGER NOT NULL,
+    PRIMARY KEY (context_id, owner_kind, owner_name, state)
+) WITHOUT ROWID;
+
+CREATE TRIGGER tasks_count_insert AFTER INSERT ON tasks BEGIN
+    INSERT INTO owner_counts VALUES (NEW.owner_kind, NEW.owner_name, NEW.state, 1)
+        ON CONFLICT DO UPDATE SET tasks = tasks + 1;
+    INSERT INTO context_counts
+        VALUES (NEW.context_id, NEW.owner_kind, NEW.owner_name, NEW.state, 1)
+        ON CONFLICT DO UPDATE SET tasks = tasks + 1;
+END;
+CREATE TRIGGER tasks_count_delete AFTER DELETE ON tasks BEGIN
+    UPDATE owner_counts SET tasks = tasks - 1
+        WHERE owner_kind = OLD.owner_kind AND owner_name = OLD.owner_name
+          AND state = OLD.state;
+    DELETE FROM owner_counts
+        WHERE owner_kind = OLD.owner_kind AND owner_name = OLD.owner_name
+          AND state = OLD.state AND tasks = 0;
+    UPDATE context_counts SET tasks = tasks - 1
+        WHERE context_id = OLD.context_id AND owner_kind = OLD.owner_kind
+          AND owner_name = OLD.owner_name AND state = OLD.state;
+    DELETE FROM context_counts
+        WHERE context_id = OLD.context_id AND owner_kind = OLD.owner_kind
+          AND owner_name = OLD.owner_name AND state = OLD.state AND tasks = 0;
+END;
+CREATE TRIGGER tasks_count_update
+    AFTER UPDATE OF context_id, owner_kind, owner_name, state ON tasks
+    WHEN (OLD.context_id, OLD.owner_kind, OLD.owner_name, OLD.state)
+        != (NEW.context_id, NEW.owner_kind, NEW.owner_name, NEW.state)
+BEGIN
+    UPDATE owner_counts SET tasks = tasks - 1
+        WHERE owner_kind = OLD.owner_kind AND owner_name = OLD.owner_name
+          AND state = OLD.state;
+    DELETE FROM owner_counts
+        WHERE owner_kind = OLD.owner_kind AND owner_name = OLD.owner_name
+          AND state = OLD.state AND tasks = 0;
+    UPDATE context_counts SET tasks = tasks - 1
+        WHERE context_id = OLD.context_id AND owner_kind = OLD.owner_kind
+          AND owner_name = OLD.owner_name AND state = OLD.state;
+    DELETE FROM context_counts
+        WHERE context_id = OLD.context_id AND owner_kind = OLD.owner_kind
+          AND owner_name = OLD.owner_name AND state = OLD.state AND tasks = 0;
+    INSERT INTO owner_counts VALUES (NEW.owner_kind, NEW.owner_name, NEW.state, 1)
+        ON CONFLICT DO UPDATE SET tasks = tasks + 1;
+    INSERT INTO context_counts
+        VALUES (NEW.context_id, NEW.owner_kind, NEW.owner_name, NEW.state, 1)
+        ON CONFLICT DO UPDATE SET tasks = tasks + 1;
+END;
+";
+
+/// The counts of [`LISTING`] taken from the rows, for a file that had tasks
+/// before it kept them.
+const COUNT_TASKS: &str = "
+INSERT INTO owner_counts
+    SELECT owner_kind, owner_name, state, COUNT(*) FROM tasks
+    GROUP BY owner_kind, owner_name, state;
+INSERT INTO context_counts
+    SELECT context_id, owner_kind, owner_name, state, COUNT(*) FROM tasks
+    GROUP BY context_id, owner_kind, owner_name, state;
 ";
 
 impl Store {
@@ -61,12 +173,13 @@ impl Store {
         now_ms: i64,
     ) -> anyhow::Result<Store> {
         conn.execute_batch(&format!(
-            "BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            "BEGIN; {TABLES} {LISTING} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))?;
         conn.execute(
             "INSERT INTO session (id, session_id, created_ms) VALUES (1, ?, ?)",
             params![session_id, now_ms],
         )?;
+        keep_statements(&conn);
         Ok(Store {
             session_id,
             created_ms: now_ms,
@@ -82,17 +195,28 @@ impl Store {
 
     pub(super) fn from_connection(conn: Connection) -> anyhow::Result<Store> {
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version == 1 {
-            // Before events were numbered: none was.
-            conn.execute_batch(&format!(
-                "BEGIN;
-                 ALTER TABLE session ADD COLUMN last_event INTEGER NOT NULL DEFAULT 0;
-                 PRAGMA user_version = {SCHEMA_VERSION};
-                 COMMIT;"
-            ))
-            .context("bringing a version 1 session up to date")?;
-        } else if version != SCHEMA_VERSION {
+        if !(1..=SCHEMA_VERSION).contains(&version) {
             bail!("not a murmur-door session of this version (schema {version})");
+        }
+        if version < SCHEMA_VERSION {
+            // Every step from the file's version on, in one transaction: a
+            // file is either as it was or up to date.
+            let mut steps = String::from("BEGIN;");
+            if version < 2 {
+                // Before events were numbered: none was.
+                steps.push_str(
+                    "ALTER TABLE session ADD COLUMN last_event INTEGER NOT NULL DEFAULT 0;",
+                );
+            }
+            // Before ListTasks read indexes and counts: the owner index
+            // of every task and the narrow status index give way to
+            // LISTING's, and the tasks are counted.
+            steps.push_str("DROP INDEX tasks_by_owner; DROP INDEX tasks_by_status;");
+            steps.push_str(LISTING);
+            steps.push_str(COUNT_TASKS);
+            steps.push_str(&format!("PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"));
+            conn.execute_batch(&steps)
+                .with_context(|| format!("bringing a version {version} session up to date"))?;
         }
         let (session_id, created_ms, last_event): (String, i64, i64) = conn
             .query_row(
@@ -106,6 +230,7 @@ impl Store {
             conn.query_row("SELECT COALESCE(MAX(change), 0) FROM tasks", [], |r| {
                 r.get(0)
             })?;
+        keep_statements(&conn);
         Ok(Store {
             session_id,
             created_ms,
@@ -118,4 +243,13 @@ impl Store {
             _lock: None,
         })
     }
+}
+
+/// Keeps more of the store's statements prepared than rusqlite's 16. A
+/// listing's statements depend on which filters it has and who asks
+/// (`queries.rs`), so a client varying its filters makes dozens, which
+/// would push out the writes' statements, each compiled again on its next
+/// use. Each costs a few KB, and only the ones a session uses are kept.
+fn keep_statements(conn: &Connection) {
+    conn.set_prepared_statement_cache_capacity(64);
 }

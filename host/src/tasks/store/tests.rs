@@ -309,34 +309,117 @@ fn list_paging_respects_visibility() {
     assert_eq!(second.next, None);
 }
 
+/// The plan SQLite makes for `sql`, its steps joined.
+fn plan_of(store: &Store, sql: &str) -> String {
+    let inner = store.lock();
+    let mut statement = inner
+        .conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .unwrap();
+    let nulls = vec![rusqlite::types::Null; statement.parameter_count()];
+    let plan: Vec<String> = statement
+        .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    plan.join("; ")
+}
+
 #[test]
 fn the_queries_use_indexes() {
     let store = Store::in_memory(1).unwrap();
-    let inner = store.lock();
     for sql in [
         "SELECT id FROM tasks ORDER BY change DESC LIMIT 5",
         "SELECT id FROM tasks WHERE change < 9 ORDER BY change DESC LIMIT 5",
-        "SELECT id FROM tasks WHERE context_id = 'c' ORDER BY change DESC LIMIT 5",
-        "SELECT id FROM tasks WHERE state = 'working' AND change < 9 ORDER BY change DESC LIMIT 5",
-        "SELECT id FROM tasks WHERE owner_kind = 'declared' AND owner_name = 'a' ORDER BY change DESC LIMIT 5",
         "SELECT COUNT(*) FROM tasks WHERE status_ms >= 5",
+        // The ends of the status order, for a cutoff's nearer side.
+        "SELECT (SELECT MIN(status_ms) FROM tasks), (SELECT MAX(status_ms) FROM tasks)",
         // The live tasks (a few) are found by index, then sorted.
         "SELECT id FROM tasks WHERE state IN ('submitted', 'working', 'input-required')",
     ] {
-        let plan: Vec<String> = inner
-            .conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap()
-            .query_map([], |r| r.get::<_, String>(3))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        let plan = plan.join("; ");
+        let plan = plan_of(&store, sql);
         assert!(
             !plan.contains("SCAN tasks") || plan.contains("USING"),
             "{sql}: {plan}"
         );
         assert!(!plan.contains("TEMP B-TREE"), "{sql}: {plan}");
+    }
+}
+
+/// Every combination of ListTasks filters, by every kind of caller: the
+/// page is read from an index that holds all of its equality filters in
+/// change order, its total from the key of a counts table, and a status
+/// cutoff is probed from the status index alone.
+#[test]
+fn every_filter_combination_reads_an_index_in_change_order() {
+    use super::queries::{Equalities, Since};
+    let store = Store::in_memory(1).unwrap();
+    for sees in [Sees::Every, Sees::Own(Owner::Declared("a".into()))] {
+        for context in [None, Some("c".to_string())] {
+            for state in [None, Some(TaskState::Working)] {
+                let mut q = query(5);
+                q.context_id = context.clone();
+                q.state = state;
+                let filters = Equalities::of(&sees, &q);
+                let columns: Vec<&str> = filters
+                    .conditions
+                    .iter()
+                    .flat_map(|c| c.split(" AND "))
+                    .map(|c| c.split(" = ").next().unwrap())
+                    .collect();
+                let eq = filters.conditions.join(" AND ");
+                for more in [
+                    &[][..],
+                    &["change < ?"],
+                    &["+status_ms >= ?", "change >= ?"],
+                    &["+status_ms >= ?", "change >= ?", "change < ?"],
+                    &["+status_ms >= ?", "change < ?"],
+                ] {
+                    let sql = filters.page("id", more);
+                    let plan = plan_of(&store, &sql);
+                    assert!(plan.contains("USING INDEX"), "{sql}: {plan}");
+                    assert!(!plan.contains("TEMP B-TREE"), "{sql}: {plan}");
+                    assert!(!plan.contains("tasks_by_status"), "{sql}: {plan}");
+                    for column in &columns {
+                        assert!(plan.contains(&format!("{column}=?")), "{sql}: {plan}");
+                    }
+                    // The change bounds are the index's range, not filters.
+                    for bound in more.iter().filter(|c| c.starts_with("change")) {
+                        let bound = bound.replace(" >= ?", ">?").replace(" < ?", "<?");
+                        assert!(plan.contains(&bound), "{sql}: {plan}");
+                    }
+                }
+                let table = if context.is_some() {
+                    "context_counts"
+                } else {
+                    "owner_counts"
+                };
+                let clause = if eq.is_empty() {
+                    String::new()
+                } else {
+                    format!(" WHERE {eq}")
+                };
+                let sql = format!("SELECT COALESCE(SUM(tasks), 0) FROM {table}{clause}");
+                let plan = plan_of(&store, &sql);
+                if context.is_some() || sees != Sees::Every {
+                    assert!(plan.contains("SEARCH"), "{sql}: {plan}");
+                }
+                for side in [">=", "<"] {
+                    for sql in [
+                        Since::side_sql(&filters, side),
+                        Since::count_sql(&filters, side),
+                    ] {
+                        let plan = plan_of(&store, &sql);
+                        let range = format!("(status_ms{}?", &side[..1]);
+                        assert!(
+                            plan.contains(&format!("COVERING INDEX tasks_by_status {range}")),
+                            "{sql}: {plan}"
+                        );
+                        assert!(!plan.contains("TEMP B-TREE"), "{sql}: {plan}");
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -507,6 +590,7 @@ fn a_version_1_session_resumes_with_no_event_numbered() {
     drop(opened);
     // The file as version 1 wrote it.
     let conn = connect(&dir.path().join(SESSION_DB)).unwrap();
+    as_version_2(&conn);
     conn.execute_batch("ALTER TABLE session DROP COLUMN last_event; PRAGMA user_version = 1;")
         .unwrap();
     drop(conn);
@@ -522,6 +606,18 @@ fn a_version_1_session_resumes_with_no_event_numbered() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
+    // The same tables, indexes and triggers as a session begun today (the
+    // session table's text aside: the column added to it reads as added).
+    let without_session = |store: &Store| {
+        let mut schema = schema_of(store);
+        schema.retain(|(_, name, _)| name != "session");
+        schema
+    };
+    assert_eq!(
+        without_session(&store),
+        without_session(&Store::in_memory(1).unwrap())
+    );
+    assert_counts_exact(&store);
 }
 
 #[test]
@@ -532,4 +628,491 @@ fn resume_without_a_session_is_refused() {
     assert!(message.contains("no session to resume"), "{message}");
     assert!(message.contains("session.db"), "{message}");
     assert!(!dir.path().join(SESSION_DB).exists());
+}
+
+/// Turns a file of this version into one as version 2 wrote it: no counts,
+/// no indexes of more than one filter, the narrow status index.
+fn as_version_2(conn: &rusqlite::Connection) {
+    conn.execute_batch(
+        "DROP TRIGGER tasks_count_insert;
+         DROP TRIGGER tasks_count_delete;
+         DROP TRIGGER tasks_count_update;
+         DROP TABLE owner_counts;
+         DROP TABLE context_counts;
+         DROP INDEX tasks_by_context_state;
+         DROP INDEX tasks_by_owner_context;
+         DROP INDEX tasks_by_owner_state;
+         DROP INDEX tasks_by_owner_context_state;
+         DROP INDEX tasks_by_owner;
+         DROP INDEX tasks_by_status;
+         CREATE INDEX tasks_by_owner   ON tasks (owner_kind, owner_name, change);
+         CREATE INDEX tasks_by_status  ON tasks (status_ms);
+         PRAGMA user_version = 2;",
+    )
+    .unwrap();
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "session",
+            "tasks",
+            "tasks_by_context",
+            "tasks_by_owner",
+            "tasks_by_state",
+            "tasks_by_status"
+        ]
+    );
+}
+
+/// Every table, index and trigger of a store's file, with its SQL.
+fn schema_of(store: &Store) -> Vec<(String, String, Option<String>)> {
+    store
+        .lock()
+        .conn
+        .prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The kept counts are exactly what counting the rows says.
+fn assert_counts_exact(store: &Store) {
+    let inner = store.lock();
+    let rows = |sql: &str| -> Vec<(String, String, String, String, i64)> {
+        inner
+            .conn
+            .prepare(sql)
+            .unwrap()
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(
+        rows(
+            "SELECT '', owner_kind, owner_name, state, tasks FROM owner_counts ORDER BY 1, 2, 3, 4"
+        ),
+        rows(
+            "SELECT '', owner_kind, owner_name, state, COUNT(*) FROM tasks
+             GROUP BY owner_kind, owner_name, state ORDER BY 1, 2, 3, 4"
+        )
+    );
+    assert_eq!(
+        rows(
+            "SELECT context_id, owner_kind, owner_name, state, tasks FROM context_counts
+             ORDER BY 1, 2, 3, 4"
+        ),
+        rows(
+            "SELECT context_id, owner_kind, owner_name, state, COUNT(*) FROM tasks
+             GROUP BY context_id, owner_kind, owner_name, state ORDER BY 1, 2, 3, 4"
+        )
+    );
+}
+
+/// What `list` answers, read the plain way: a count and a scan of every
+/// matching row.
+fn listed_plainly(store: &Store, sees: &Sees, q: &ListQuery) -> Page {
+    let mut conditions = Vec::new();
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    if let Some(context) = &q.context_id {
+        conditions.push("context_id = ?");
+        values.push(context.clone().into());
+    }
+    if let Some(state) = q.state {
+        conditions.push("state = ?");
+        values.push(state_word(state).to_string().into());
+    }
+    if let Some(after) = q.status_after_ms {
+        conditions.push("status_ms >= ?");
+        values.push(after.into());
+    }
+    if let Some((condition, owner)) = sees.condition() {
+        conditions.push(condition);
+        values.push(owner);
+    }
+    let filters = if conditions.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conditions.join(" AND "))
+    };
+    let inner = store.lock();
+    let all: Vec<(String, i64)> = inner
+        .conn
+        .prepare(&format!(
+            "SELECT id, change FROM tasks{filters} ORDER BY change DESC"
+        ))
+        .unwrap()
+        .query_map(rusqlite::params_from_iter(values), |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    drop(inner);
+    let after: Vec<&(String, i64)> = all
+        .iter()
+        .filter(|(_, change)| q.after.as_ref().is_none_or(|c| (*change as u64) < c.change))
+        .collect();
+    let shown: Vec<&(String, i64)> = after.iter().take(q.limit as usize).copied().collect();
+    let next = match shown.last() {
+        Some((id, change)) if after.len() > shown.len() => Some(Cursor {
+            change: *change as u64,
+            task_id: id.clone(),
+        }),
+        _ => None,
+    };
+    let tasks = shown
+        .iter()
+        .map(|(id, _)| store.get(id, &Sees::Every).unwrap().unwrap())
+        .collect();
+    Page {
+        tasks,
+        next,
+        total: all.len() as u32,
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so a failure repeats.
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+
+    fn pick<'a, T>(&mut self, of: &'a [T]) -> &'a T {
+        &of[self.below(of.len() as u64) as usize]
+    }
+}
+
+const STATES: [TaskState; 7] = [
+    TaskState::Submitted,
+    TaskState::Working,
+    TaskState::InputRequired,
+    TaskState::Completed,
+    TaskState::Failed,
+    TaskState::Rejected,
+    TaskState::Canceled,
+];
+
+fn owners() -> Vec<Owner> {
+    vec![
+        Owner::Public,
+        Owner::Operator,
+        Owner::Declared("alice".into()),
+        Owner::Declared("bob".into()),
+        Owner::Member("alice".into()),
+    ]
+}
+
+/// A random listing, by any caller, with any filters, from any position.
+fn random_query(
+    dice: &mut Dice,
+    contexts: &[String],
+    clock: (i64, i64),
+    last_change: u64,
+) -> (Sees, ListQuery) {
+    let mut sees_of: Vec<Sees> = owners().into_iter().map(Sees::Own).collect();
+    sees_of.push(Sees::Own(Owner::Declared("nobody".into())));
+    for _ in 0..4 {
+        sees_of.push(Sees::Every);
+    }
+    let sees = dice.pick(&sees_of).clone();
+    let context_id = match dice.below(4) {
+        0 | 1 => None,
+        2 => Some("ctx_a".to_string()),
+        _ => Some(dice.pick(contexts).clone()),
+    };
+    let state = match dice.below(3) {
+        0 => None,
+        _ => Some(*dice.pick(&STATES)),
+    };
+    let status_after_ms = match dice.below(3) {
+        0 => None,
+        _ => Some(clock.0 - 5 + dice.below((clock.1 - clock.0 + 10) as u64) as i64),
+    };
+    let after = match dice.below(3) {
+        0 => Some(Cursor {
+            change: dice.below(last_change + 3),
+            task_id: String::new(),
+        }),
+        _ => None,
+    };
+    let limit = *dice.pick(&[1, 3, 50]);
+    (
+        sees,
+        ListQuery {
+            context_id,
+            state,
+            status_after_ms,
+            after,
+            limit,
+        },
+    )
+}
+
+#[test]
+fn counts_and_listings_stay_exact_through_every_write() {
+    let dir = TempDir::new("store-counts");
+    let mut store = Store::open(dir.path(), false, 1).unwrap().store;
+    let mut dice = Dice(0x9e37_79b9_7f4a_7c15);
+    let mut ids: Vec<String> = Vec::new();
+    let mut contexts = vec!["ctx_a".to_string(), "ctx_b".to_string()];
+    // The clock mostly moves on, and sometimes steps back: the listing must
+    // not lean on timestamps following the change order.
+    let mut clock = 1_000i64;
+    let (mut earliest, mut latest) = (clock, clock);
+    for step in 0..6000 {
+        clock += match dice.below(20) {
+            0 => -(dice.below(60) as i64),
+            _ => dice.below(3) as i64,
+        };
+        earliest = earliest.min(clock);
+        latest = latest.max(clock);
+        match dice.below(100) {
+            // A task, most in ctx_a, some in a context of their own.
+            0..=34 => {
+                let context = match dice.below(5) {
+                    0 => {
+                        contexts.push(format!("ctx_{step}"));
+                        contexts.last().unwrap().clone()
+                    }
+                    1 => "ctx_b".to_string(),
+                    _ => "ctx_a".to_string(),
+                };
+                let state = if dice.below(10) == 0 {
+                    TaskState::Rejected
+                } else {
+                    TaskState::Submitted
+                };
+                let owner = dice.pick(&owners()).clone();
+                let task = store
+                    .insert(&record(owner, &context, state), clock, 1)
+                    .unwrap()
+                    .0;
+                ids.push(task.id);
+            }
+            // Any task to any state, its own included.
+            35..=89 if !ids.is_empty() => {
+                let id = dice.pick(&ids).clone();
+                let to = Transition::to(*dice.pick(&STATES));
+                assert!(store.transition(&id, &to, clock, 1).unwrap().is_some());
+            }
+            90..=93 if !ids.is_empty() => {
+                let id = dice.pick(&ids).clone();
+                store.note(&id, "step", 1).unwrap();
+            }
+            94 => {
+                let to = Transition::to(TaskState::Completed);
+                assert!(
+                    store
+                        .transition("tsk_nope", &to, clock, 1)
+                        .unwrap()
+                        .is_none()
+                );
+            }
+            // Writes no path makes today: the counts follow them all the same.
+            95 if !ids.is_empty() => {
+                let id = dice.pick(&ids).clone();
+                store
+                    .lock()
+                    .conn
+                    .execute("DELETE FROM tasks WHERE id = ?", [&id])
+                    .unwrap();
+                ids.retain(|i| *i != id);
+            }
+            96 if !ids.is_empty() => {
+                let id = dice.pick(&ids).clone();
+                store
+                    .lock()
+                    .conn
+                    .execute(
+                        "UPDATE tasks SET context_id = 'ctx_b', owner_kind = 'declared',
+                             owner_name = 'bob' WHERE id = ?",
+                        [&id],
+                    )
+                    .unwrap();
+            }
+            // --resume: the live tasks fail.
+            97 => {
+                drop(store);
+                let opened = Store::open(dir.path(), true, clock).unwrap();
+                store = opened.store;
+            }
+            _ => {}
+        }
+        if step % 250 == 0 || step == 5999 {
+            assert_counts_exact(&store);
+            let last_change = store
+                .list(&Sees::Every, &query(1))
+                .unwrap()
+                .tasks
+                .first()
+                .map_or(0, |t| t.change);
+            for _ in 0..40 {
+                let (sees, q) = random_query(&mut dice, &contexts, (earliest, latest), last_change);
+                assert_eq!(
+                    store.list(&sees, &q).unwrap(),
+                    listed_plainly(&store, &sees, &q),
+                    "step {step}: {sees:?} {q:?}"
+                );
+            }
+        }
+    }
+    assert!(ids.len() > 1500, "{}", ids.len());
+}
+
+#[test]
+fn a_cutoff_is_counted_on_its_smaller_side() {
+    use super::queries::{Equalities, FIRST_PROBE, Since};
+    let store = Store::in_memory(1).unwrap();
+    let tasks = 6 * FIRST_PROBE;
+    for i in 0..tasks {
+        let owner = if i % 3 == 0 {
+            Owner::Declared("alice".into())
+        } else {
+            Owner::Public
+        };
+        store
+            .insert(&record(owner, "ctx_a", TaskState::Submitted), 1000 + i, 0)
+            .unwrap();
+    }
+    let probe = |sees: &Sees, cutoff: i64| {
+        let filters = Equalities::of(sees, &query(50));
+        Since::probe(&store.lock().conn, &filters, cutoff).unwrap()
+    };
+    let alice = Sees::Own(Owner::Declared("alice".into()));
+    let since = |matching, oldest| Since { matching, oldest };
+    // Ten changed at or after the cutoff: read there, and the oldest match
+    // is the task stamped 1000 + tasks - 10.
+    assert_eq!(
+        probe(&Sees::Every, 1000 + tasks - 10),
+        since(10, Some(tasks - 9))
+    );
+    assert_eq!(probe(&alice, 1000 + tasks - 10), since(3, Some(tasks - 8)));
+    // Five before it: counted there, and taken from the kept total.
+    assert_eq!(probe(&Sees::Every, 1005), since(tasks - 5, None));
+    assert_eq!(probe(&alice, 1005), since(tasks / 3 - 2, None));
+    // More than a probe's worth on both sides: the side the cutoff is
+    // nearer the end of in time is counted whole, either way exact.
+    for cutoff in [1000 + tasks - 300, 1000 + 300] {
+        let after = 1000 + tasks - cutoff;
+        assert_eq!(probe(&Sees::Every, cutoff), since(after, None));
+        assert_eq!(probe(&alice, cutoff), since(after / 3, None));
+    }
+    // Nothing at or after: no match, and the listing reads no page.
+    assert_eq!(probe(&Sees::Every, 1000 + tasks), since(0, None));
+    let mut q = query(50);
+    q.status_after_ms = Some(1000 + tasks);
+    assert_eq!(store.list(&Sees::Every, &q).unwrap().total, 0);
+}
+
+#[test]
+fn a_version_2_session_is_brought_up_to_date() {
+    let dir = TempDir::new("store-v2");
+    let store = Store::open(dir.path(), false, 1).unwrap().store;
+    let mut dice = Dice(7);
+    let mut live = 0;
+    for i in 0..300 {
+        let owner = dice.pick(&owners()).clone();
+        let context = *dice.pick(&["ctx_a", "ctx_a", "ctx_b", "ctx_c"]);
+        let task = store
+            .insert(&record(owner, context, TaskState::Submitted), 10 + i, 0)
+            .unwrap()
+            .0;
+        let state = *dice.pick(&STATES);
+        store
+            .transition(&task.id, &Transition::to(state), 10 + i, 0)
+            .unwrap();
+        live += u32::from(crate::tasks::is_live(state));
+    }
+    let before: Vec<Page> = (0..3)
+        .map(|i| {
+            let mut q = query(50);
+            q.context_id = Some("ctx_b".into());
+            q.state = [None, Some(TaskState::Completed), Some(TaskState::Working)][i];
+            store.list(&Sees::Every, &q).unwrap()
+        })
+        .collect();
+    drop(store);
+    let conn = connect(&dir.path().join(SESSION_DB)).unwrap();
+    as_version_2(&conn);
+    drop(conn);
+
+    let resumed = Store::open(dir.path(), true, 1000).unwrap();
+    let store = resumed.store;
+    assert_eq!(resumed.failed_by_resume.len() as u32, live);
+    let version: i64 = store
+        .lock()
+        .conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    // The same tables, indexes and triggers as a session begun today, and
+    // counts that agree with the rows, the tasks --resume failed included.
+    assert_eq!(schema_of(&store), schema_of(&Store::in_memory(1).unwrap()));
+    assert_counts_exact(&store);
+    let mut q = query(50);
+    q.context_id = Some("ctx_b".into());
+    let page = store.list(&Sees::Every, &q).unwrap();
+    assert_eq!(page.total, before[0].total);
+    q.state = Some(TaskState::Completed);
+    assert_eq!(store.list(&Sees::Every, &q).unwrap(), before[1]);
+    q.state = Some(TaskState::Working);
+    assert_eq!(store.list(&Sees::Every, &q).unwrap().total, 0);
+    q.state = Some(TaskState::Failed);
+    assert_eq!(
+        store.list(&Sees::Every, &q).unwrap(),
+        listed_plainly(&store, &Sees::Every, &q)
+    );
+    // Later writes keep them.
+    let next = store
+        .insert(
+            &record(Owner::Public, "ctx_b", TaskState::Submitted),
+            1001,
+            0,
+        )
+        .unwrap()
+        .0;
+    store
+        .transition(&next.id, &Transition::to(TaskState::Completed), 1002, 0)
+        .unwrap();
+    assert_counts_exact(&store);
+}
+
+#[test]
+fn count_by_state_reads_the_kept_counts() {
+    let store = Store::in_memory(1).unwrap();
+    for (i, state) in [
+        TaskState::Submitted,
+        TaskState::Rejected,
+        TaskState::Submitted,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let owner = if i == 0 {
+            Owner::Public
+        } else {
+            Owner::Declared("a".into())
+        };
+        store.insert(&record(owner, "c", state), 1, 0).unwrap();
+    }
+    assert_eq!(
+        store.count_by_state().unwrap(),
+        [("rejected".to_string(), 1), ("submitted".to_string(), 2)]
+    );
 }

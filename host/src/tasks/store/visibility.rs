@@ -53,17 +53,29 @@ impl Sees {
         }
     }
 
-    /// A SQL condition and its parameters.
-    pub(super) fn condition(&self) -> Option<(&'static str, [SqlValue; 2])> {
+    /// A SQL condition and its parameter. The kind is written into the
+    /// condition, not bound: the owner indexes hold only the tasks of
+    /// declared credentials and members, and SQLite uses such an index for
+    /// a condition that names one of those kinds as a literal.
+    pub(super) fn condition(&self) -> Option<(&'static str, SqlValue)> {
         match self {
             Sees::Every => None,
             Sees::Own(owner) => {
-                let (kind, name) = owner.columns();
-                Some((
-                    "owner_kind = ? AND owner_name = ?",
-                    [kind.to_string().into(), name.to_string().into()],
-                ))
+                let condition = match owner {
+                    Owner::Public => "owner_kind = 'public' AND owner_name = ?",
+                    Owner::Operator => "owner_kind = 'operator' AND owner_name = ?",
+                    Owner::Declared(_) => "owner_kind = 'declared' AND owner_name = ?",
+                    Owner::Member(_) => "owner_kind = 'member' AND owner_name = ?",
+                };
+                Some((condition, owner.columns().1.to_string().into()))
             }
         }
+    }
+
+    /// Whether the owner indexes hold the tasks this caller sees: those of
+    /// a declared credential or a member. (The public caller and the
+    /// operator see every task; [`Sees::of`] never makes them `Own`.)
+    pub(super) fn by_owner_index(&self) -> bool {
+        matches!(self, Sees::Own(Owner::Declared(_) | Owner::Member(_)))
     }
 }
