@@ -2,7 +2,8 @@
 # Request latency over loopback, measured with wrk: GET the card, a JSON-RPC
 # request the door refuses (GetExtendedAgentCard on a public door, -32004),
 # SendMessage held until the script agent completes the task (queue
-# acceptance, so concurrent messages wait their turn), and GetTask.
+# acceptance, so concurrent messages wait their turn), GetTask, and GetTask
+# with one worker thread and with one per core.
 # Usage: bench/loopback.sh [seconds] [connections]
 # MURMUR_DOOR_BIN=path runs that binary instead of building this tree's, to
 # compare two builds run by run on a machine whose speed drifts.
@@ -22,7 +23,7 @@ if [ -z "$binary" ]; then
 fi
 
 state=$(mktemp -d)
-trap 'kill $door $tasks 2>/dev/null || true; rm -rf "$state"' EXIT
+trap 'kill $door $tasks ${worker_door:-} 2>/dev/null || true; rm -rf "$state"' EXIT
 "$binary" serve examples/my-agent.yaml --listen 127.0.0.1:0 --state "$state" 2>"$state/log" &
 door=$!
 for _ in $(seq 100); do
@@ -76,3 +77,24 @@ echo "## SendMessage held, script agent 'reply hi' (queue)"
 wrk -t2 -c"$connections" -d"${seconds}s" --latency -s "$state/send.lua" "$turl/" | grep -E 'Latency|^ +50%|^ +99%|Requests/sec|Non-2xx'
 echo "## GetTask"
 wrk -t2 -c"$connections" -d"${seconds}s" --latency -s "$state/get.lua" "$turl/" | grep -E 'Latency|^ +50%|^ +99%|Requests/sec|Non-2xx'
+
+# The same GetTask on doors with one worker thread and with one per core
+# (--workers): what the second core adds. wrk runs on the same cores.
+for workers in 1 "$(nproc)"; do
+  "$binary" serve "$state/queue.yaml" --listen 127.0.0.1:0 --state "$state/w$workers" \
+    --workers "$workers" 2>"$state/w$workers.log" &
+  worker_door=$!
+  for _ in $(seq 100); do
+    wurl=$(grep -o 'url=http://[0-9.:]*' "$state/w$workers.log" | cut -d= -f2 || true)
+    [ -n "$wurl" ] && break
+    sleep 0.1
+  done
+  wtask=$(curl -s -X POST "$wurl/" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"reply hi"}]}}}' \
+    | grep -o 'tsk_[0-9a-f]*' | head -1)
+  sed "s/$task/$wtask/" "$state/get.lua" >"$state/wget.lua"
+  echo "## GetTask, --workers $workers"
+  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s "$state/wget.lua" "$wurl/" | grep -E '^ +50%|^ +99%|Requests/sec|Non-2xx'
+  kill "$worker_door"
+  wait "$worker_door" 2>/dev/null || true
+done
