@@ -437,9 +437,7 @@ impl Server {
                 "request"
             );
             let probe = self.probe(|| "card", response.status().as_u16(), started);
-            return response.map(|body| {
-                Answer::host(body.map_err(|never| match never {}).boxed_unsync()).busy(busy, probe)
-            });
+            return response.map(|body| Answer::whole(body).busy(busy, probe));
         }
         let cache = cacheable.then(|| serving.version());
         let caller = Caller::of(
@@ -462,9 +460,7 @@ impl Server {
                 match self.run(serving, request, slot, tally.clone()).await {
                     Ok(response) => match cache {
                         Some(live) => match live.card.keep(response).await {
-                            Ok(kept) => kept.map(|body| {
-                                Answer::host(body.map_err(|never| match never {}).boxed_unsync())
-                            }),
+                            Ok(kept) => kept.map(Answer::whole),
                             Err(_) => Failure::Guest("the door's card was cut".into(), None)
                                 .response(&tally)
                                 .map(Answer::host),
@@ -756,6 +752,11 @@ impl Answer {
             probe: None,
             stream: None,
         }
+    }
+
+    /// A whole body the host answers with.
+    fn whole(body: Full<Bytes>) -> Answer {
+        Answer::host(body.map_err(|never| match never {}).boxed_unsync())
     }
 
     /// The body, holding `busy` until it ends, counted by `probe`.

@@ -15,7 +15,7 @@ use super::lifecycle::ending;
 use super::settled::Progress;
 use super::store::{NewRecord, Owner, Transition};
 use super::{Hub, Live, NewTask, Running, Status, Task, TaskAcceptance, TaskError, TaskState};
-use super::{now_ms, transition_events, unavailable};
+use super::{now_ms, steps_events, unavailable};
 
 /// The status message of a task refused because another one is live.
 pub const BUSY: &str = "task rejected: capsule is busy";
@@ -80,8 +80,10 @@ impl Hub {
             now,
         )];
         if let Some(to) = &ended {
-            bodies.extend(transition_events(&Transition::to(TaskState::Working), now));
-            bodies.extend(transition_events(to, now));
+            bodies.extend(steps_events(
+                &[&Transition::to(TaskState::Working), to],
+                now,
+            ));
         }
         let (task, ids) = self
             .store

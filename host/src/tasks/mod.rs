@@ -216,10 +216,7 @@ impl Hub {
         let Some(to) = steps.last() else {
             return Ok(None);
         };
-        let bodies: Vec<EventBody> = steps
-            .iter()
-            .flat_map(|step| transition_events(step, now))
-            .collect();
+        let bodies = steps_events(steps, now);
         let Some((task, ids)) = self.store.transition(id, to, now, bodies.len() as u64)? else {
             return Ok(None);
         };
@@ -296,6 +293,14 @@ fn transition_events(to: &Transition, now: i64) -> Vec<EventBody> {
     }
     bodies.push(events::status(to.state, message, message_id, now));
     bodies
+}
+
+/// The events of passing through `steps` in order.
+fn steps_events(steps: &[&Transition], now: i64) -> Vec<EventBody> {
+    steps
+        .iter()
+        .flat_map(|step| transition_events(step, now))
+        .collect()
 }
 
 fn unavailable(e: rusqlite::Error) -> TaskError {
