@@ -162,6 +162,53 @@ fn watch_session_follows_every_task() {
     assert!(!sse.ended);
 }
 
+// "What murmur.WatchSession writes": a stream frames each event once for
+// every later stream: an observer replaying from Last-Event-ID after a live
+// one read the events gets the same StreamResponses, the text frame's message
+// under the same messageId, around its own request id.
+#[test]
+fn a_later_observer_gets_the_events_as_the_first_framed_them() {
+    let door = Door::start(SINGLE);
+    let mut live = watch(&door, &[]);
+    live.next();
+    send(&door, "progress thinking hard\nreply one");
+    let until_completed = |sse: &mut Sse| {
+        let mut seen = Vec::new();
+        while seen.last().is_none_or(|e: &SseEvent| {
+            e.data["result"]["statusUpdate"]["status"]["state"] != "TASK_STATE_COMPLETED"
+        }) {
+            seen.push(sse.next());
+        }
+        seen
+    };
+    let first = until_completed(&mut live);
+    let mut replay = door.open_stream(
+        r#"{"jsonrpc":"2.0","id":3,"method":"murmur.WatchSession","params":{}}"#,
+        &[("Last-Event-ID", "0")],
+    );
+    replay.next();
+    let later = until_completed(&mut replay);
+    let results = |events: &[SseEvent]| -> Vec<(Option<u64>, Value)> {
+        events
+            .iter()
+            .map(|e| (e.id, e.data["result"].clone()))
+            .collect()
+    };
+    assert_eq!(results(&first), results(&later));
+    assert_ids(&later, json!(3));
+    let frame = later
+        .iter()
+        .find(|e| e.data["result"]["message"]["metadata"][STREAM]["frame"] == "text")
+        .expect("the text frame");
+    let message_id = frame.data["result"]["message"]["messageId"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message_id.starts_with("msg_") && message_id.len() == 36,
+        "{message_id}"
+    );
+}
+
 // "murmur.WatchSession": the replay from Last-Event-ID, and a gap frame first
 // when the buffer no longer holds every event after it.
 #[test]

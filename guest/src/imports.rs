@@ -60,6 +60,9 @@ pub trait Imports {
     /// The reader's next delivery, waiting at most `wait_ms` for one (its
     /// pollable and a monotonic-clock timer, polled together).
     fn next_event(&self, reader: &Self::Reader, wait_ms: u64) -> Next;
+    /// `events.keep-framed`: the StreamResponse the door wrote for the
+    /// event the reader last delivered, for the other streams to pass on.
+    fn keep_framed(&self, reader: &Self::Reader, id: u64, stream_response: &[u8]);
     /// A fresh `msg_` id: 32 lowercase hex digits, time-ordered.
     fn new_message_id(&self) -> String;
 }

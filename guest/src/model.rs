@@ -332,10 +332,33 @@ pub struct Event {
     pub body: EventBody,
 }
 
+/// An event as another stream framed it: its StreamResponse as JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Framed {
+    pub id: u64,
+    /// The state a status event wrote.
+    pub state: Option<TaskState>,
+    /// A murmur frame, written only where the stream extension is active.
+    pub frame: bool,
+    pub stream_response: Vec<u8>,
+}
+
+impl Event {
+    /// The state a status event wrote; none for an artifact or a frame.
+    pub fn state(&self) -> Option<TaskState> {
+        match &self.body {
+            EventBody::Status { status, .. } => Some(status.state),
+            _ => None,
+        }
+    }
+}
+
 /// What a stream reads next.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Delivery {
     Event(Event),
+    /// An event a stream of this door version already framed.
+    Framed(Framed),
     /// Events after the first id up to the second are no longer buffered.
     Gap(u64, u64),
     /// The reader fell behind: events after the first id up to the second

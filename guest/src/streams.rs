@@ -222,9 +222,20 @@ pub fn pump<I: Imports>(
         };
         let (written, ends) = match delivery {
             Delivery::Event(event) => {
-                let (id, ends) = (event.id, ends(&stream.follow, &event));
+                let (id, ends) = (event.id, ends(&stream.follow, event.state()));
+                let framed = render(imports, event, stream.frames).map(|result| {
+                    let bytes = to_bytes(&result);
+                    // Framed once: the other streams pass these bytes on.
+                    imports.keep_framed(reader, id, &bytes);
+                    bytes
+                });
+                (framed.map(|bytes| (Some(id), bytes)), ends)
+            }
+            Delivery::Framed(framed) => {
+                let ends = ends(&stream.follow, framed.state);
+                let sent = !framed.frame || stream.frames;
                 (
-                    render(imports, event, stream.frames).map(|r| (Some(id), r)),
+                    sent.then_some((Some(framed.id), framed.stream_response)),
                     ends,
                 )
             }
@@ -241,7 +252,7 @@ pub fn pump<I: Imports>(
                         kind,
                         json!({"frame": kind, "after": after, "through": through}),
                     );
-                    (None, json!({"message": message}))
+                    (None, to_bytes(&json!({"message": message})))
                 });
                 (frame, false)
             }
@@ -253,29 +264,35 @@ pub fn pump<I: Imports>(
                         "capsule-closed",
                         json!({"frame": "capsule-closed"}),
                     );
-                    (None, json!({"message": message}))
+                    (None, to_bytes(&json!({"message": message})))
                 });
                 (frame, true)
             }
         };
-        let left = written.is_some_and(|(id, result)| !sse_to(sink, id, &stream.id, &result));
+        let left =
+            written.is_some_and(|(id, result)| !sse_framed_to(sink, id, &stream.id, &result));
         if left || ends {
             return;
         }
     }
 }
 
-/// Whether the stream ends after this event.
-fn ends(follow: &Follow, event: &Event) -> bool {
-    let EventBody::Status { status, .. } = &event.body else {
+/// Whether the stream ends after an event; `state` is what a status event
+/// wrote.
+fn ends(follow: &Follow, state: Option<TaskState>) -> bool {
+    let Some(state) = state else {
         return false;
     };
     match follow {
         Follow::Task { until_paused } => {
-            status.state.terminal() || (*until_paused && status.state == TaskState::InputRequired)
+            state.terminal() || (*until_paused && state == TaskState::InputRequired)
         }
         Follow::Session => false,
     }
+}
+
+fn to_bytes(result: &Value) -> Vec<u8> {
+    serde_json::to_vec(result).expect("a Value serializes")
 }
 
 /// An event as a StreamResponse; None for a frame when frames are off. Its
@@ -396,12 +413,36 @@ pub fn sse_to(
     request_id: &Id,
     result: &Value,
 ) -> bool {
+    sse_around(sink, event_id, request_id, |out| {
+        serde_json::to_writer(out, result).map_err(std::io::Error::from)
+    })
+}
+
+/// [`sse_to`] for a StreamResponse already serialized: an event framed once.
+fn sse_framed_to(
+    sink: &mut dyn FnMut(&[u8]) -> bool,
+    event_id: Option<u64>,
+    request_id: &Id,
+    result: &[u8],
+) -> bool {
+    use std::io::Write;
+    sse_around(sink, event_id, request_id, |out| out.write_all(result))
+}
+
+/// One SSE event whose `result` `write_result` writes, in chunks of
+/// [`CHUNK`].
+fn sse_around(
+    sink: &mut dyn FnMut(&[u8]) -> bool,
+    event_id: Option<u64>,
+    request_id: &Id,
+    write_result: impl FnOnce(&mut Chunked) -> std::io::Result<()>,
+) -> bool {
     use std::io::Write;
     let mut out = Chunked {
         sink,
         buffer: Vec::with_capacity(CHUNK),
     };
-    let mut write = || -> std::io::Result<()> {
+    let write = || -> std::io::Result<()> {
         if let Some(event_id) = event_id {
             writeln!(out, "id: {event_id}")?;
         }
@@ -409,7 +450,7 @@ pub fn sse_to(
             out,
             r#"data: {{"jsonrpc":"2.0","id":{request_id},"result":"#
         )?;
-        serde_json::to_writer(&mut out, result)?;
+        write_result(&mut out)?;
         out.write_all(b"}\n\n")?;
         out.flush()
     };

@@ -242,6 +242,7 @@ impl murmur_door_guest::Imports for Native {
         Err(no_store())
     }
     fn session_events(&self, _: Option<u64>) {}
+    fn keep_framed(&self, _: &(), _: u64, _: &[u8]) {}
     fn next_event(&self, _: &(), _: u64) -> guest::Next {
         guest::Next::Delivery(guest::Delivery::Closed)
     }

@@ -9,6 +9,8 @@
 //! - events fanned out per second,
 //! - delivery latency p50/p99: from the instant the host recorded the status
 //!   (its `timestamp`, ms precision) to the instant the observer read it.
+//!
+//! `MURMUR_DOOR_BIN=path` measures that build of `murmur-door` instead.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -72,7 +74,9 @@ fn start(instances: usize) -> Door {
         "name: bench\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n",
     )
     .unwrap();
-    let binary = env!("CARGO_BIN_EXE_murmur-door");
+    // MURMUR_DOOR_BIN: another build to measure, for a before/after.
+    let binary = std::env::var("MURMUR_DOOR_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_murmur-door").to_string());
     let mut child = std::process::Command::new(binary)
         .args([
             "serve",

@@ -545,6 +545,7 @@ impl Server {
         let request = Request::from_parts(parts, body);
 
         let mut store = self.stores.store(&serving.live().door.engine);
+        store.data_mut().door.version = serving.live().version;
         let memory = store.data().memory.refused();
         let changed = store.data().door.changed.clone();
         // Out of memory before it changed the session, the door refused the

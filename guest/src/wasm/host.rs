@@ -5,9 +5,10 @@
 
 use crate::Imports;
 use crate::model::{
-    Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Grant,
-    ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page, ResidueItem, RunningCommand,
-    Scope, Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
+    Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Framed,
+    Grant, ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page, ResidueItem,
+    RunningCommand, Scope, Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata,
+    TaskState, Transport,
 };
 
 wit_bindgen::generate!({
@@ -229,6 +230,10 @@ impl Imports for Host {
         }
     }
 
+    fn keep_framed(&self, reader: &Reader, id: u64, stream_response: &[u8]) {
+        reader.events.keep_framed(id, stream_response);
+    }
+
     fn new_message_id(&self) -> String {
         // Time-ordered: the wall clock's milliseconds, then random bits.
         let now = wasip2::clocks::wall_clock::now();
@@ -377,6 +382,12 @@ fn from_delivery(delivery: events::Delivery) -> Delivery {
                         .unwrap_or_else(|_| serde_json::json!({})),
                 },
             },
+        }),
+        events::Delivery::Framed(framed) => Delivery::Framed(Framed {
+            id: framed.id,
+            state: framed.state.map(from_store_state),
+            frame: framed.frame,
+            stream_response: framed.stream_response,
         }),
         events::Delivery::Gap((after, through)) => Delivery::Gap(after, through),
         events::Delivery::Lagged((after, through)) => Delivery::Lagged(after, through),

@@ -37,6 +37,8 @@ pub struct FakeHost {
     pub opened: RefCell<Vec<(Option<String>, Option<u64>)>>,
     /// Waits that time out (a heartbeat each) before the log is read.
     pub idle_waits: Cell<u32>,
+    /// What the door framed once for the other streams (`keep-framed`).
+    pub kept: RefCell<Vec<(u64, Vec<u8>)>>,
     /// The store fails, saying this: list and stop answer it as an error.
     pub failing: RefCell<Option<String>>,
     next: Cell<u64>,
@@ -73,6 +75,7 @@ impl FakeHost {
             ending: Cell::new(false),
             stops: Cell::new(0),
             waits: Cell::new(0),
+            kept: RefCell::default(),
             settles_as: Cell::new(TaskState::Completed),
             busy: Cell::new(false),
             failing: RefCell::new(None),
@@ -309,6 +312,10 @@ impl Imports for FakeHost {
             return Next::Idle;
         }
         Next::Delivery(reader.borrow_mut().pop_front().unwrap_or(Delivery::Closed))
+    }
+
+    fn keep_framed(&self, _reader: &Self::Reader, id: u64, stream_response: &[u8]) {
+        self.kept.borrow_mut().push((id, stream_response.to_vec()));
     }
 
     fn new_message_id(&self) -> String {

@@ -38,13 +38,16 @@ impl Host for DoorCtxView<'_> {
         after: Option<u64>,
     ) -> wasmtime::Result<Result<Resource<Events>, TaskError>> {
         match self.ctx.session.tasks.task_events(&caller, &task_id, after) {
-            Ok(reader) => Ok(Ok(handle(self.table.push(reader)?))),
+            Ok(reader) => {
+                let reader = reader.for_version(self.ctx.version);
+                Ok(Ok(handle(self.table.push(reader)?)))
+            }
             Err(e) => Ok(Err(e)),
         }
     }
 
     fn session_events(&mut self, after: Option<u64>) -> wasmtime::Result<Resource<Events>> {
-        let reader = self.ctx.session.tasks.session_events(after);
+        let reader = (self.ctx.session.tasks.session_events(after)).for_version(self.ctx.version);
         Ok(handle(self.table.push(reader)?))
     }
 }
@@ -56,6 +59,18 @@ impl HostEvents for DoorCtxView<'_> {
 
     fn next(&mut self, events: Resource<Events>) -> wasmtime::Result<Option<Delivery>> {
         Ok(self.table.get_mut(&reader(&events))?.next_delivery())
+    }
+
+    fn keep_framed(
+        &mut self,
+        events: Resource<Events>,
+        id: u64,
+        stream_response: Vec<u8>,
+    ) -> wasmtime::Result<()> {
+        self.table
+            .get_mut(&reader(&events))?
+            .keep_framed(id, stream_response);
+        Ok(())
     }
 
     /// Frees the reader: nothing of it is left in the log.

@@ -28,6 +28,9 @@ pub struct DoorCtx {
     /// canceled a task, stopped the session, delivered a completion): a
     /// door failing after that had accepted its request.
     pub changed: Arc<AtomicBool>,
+    /// The door version serving the request: its streams pass on what
+    /// streams of the same version framed (see [`crate::tasks::events`]).
+    pub version: u64,
 }
 
 impl DoorCtx {
@@ -36,6 +39,7 @@ impl DoorCtx {
         DoorCtx {
             session,
             changed: Arc::default(),
+            version: 0,
         }
     }
 

@@ -26,6 +26,12 @@
 //!
 //! A waiting reader holds no thread and no lock: its pollable awaits a watch
 //! channel the log bumps on every publish and on close.
+//!
+//! Framed once: the first stream of a door version to deliver an event keeps
+//! the StreamResponse it wrote for it beside the event
+//! ([`Reader::keep_framed`]), and every later reader of that version gets
+//! those bytes (`framed`) instead of the event to render again. Each door
+//! version keeps its own: a swap never mixes two versions' framing.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -35,7 +41,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
 
 pub use crate::bindings::events::{
-    ArtifactUpdate, Delivery, Event, EventBody, Frame, StatusUpdate,
+    ArtifactUpdate, Delivery, Event, EventBody, Frame, Framed, StatusUpdate,
 };
 use crate::bindings::session::ResidueItem;
 use crate::bindings::task_store::{Status, TaskState};
@@ -187,16 +193,55 @@ pub struct EventLog {
 }
 
 struct Buffer {
-    /// The newest events: `events[i].id == first + i`.
-    events: VecDeque<Arc<Event>>,
+    /// The newest events: `events[i].event.id == first + i`.
+    events: VecDeque<Entry>,
     /// The id of the oldest buffered event; `latest + 1` while none is.
     first: u64,
-    /// What the buffered events hold ([`event_bytes`]).
+    /// What the buffered events and their framings hold ([`Entry::bytes`]).
     bytes: usize,
     /// The newest id published, 0 before the first.
     latest: u64,
     /// Once the door closes: the newest id then. Readers end after it.
     closed_at: Option<u64>,
+}
+
+/// A buffered event and the StreamResponses door versions framed it as.
+struct Entry {
+    event: Arc<Event>,
+    /// At most one per door version.
+    framed: Vec<Arc<Framing>>,
+}
+
+/// One door version's StreamResponse for an event.
+struct Framing {
+    version: u64,
+    stream_response: Vec<u8>,
+}
+
+impl Entry {
+    /// What the entry holds: its event and its framings.
+    fn bytes(&self) -> usize {
+        event_bytes(&self.event)
+            + self
+                .framed
+                .iter()
+                .map(|f| std::mem::size_of::<Framing>() + f.stream_response.len())
+                .sum::<usize>()
+    }
+}
+
+impl Buffer {
+    /// Drops the oldest events until the buffer is within `capacity` events
+    /// and `max_bytes` (the newest always stays).
+    fn evict(&mut self, capacity: usize, max_bytes: usize) {
+        while self.events.len() > capacity || (self.bytes > max_bytes && self.events.len() > 1) {
+            let Some(oldest) = self.events.pop_front() else {
+                break;
+            };
+            self.bytes -= oldest.bytes();
+            self.first += 1;
+        }
+    }
 }
 
 impl EventLog {
@@ -278,27 +323,46 @@ impl EventLog {
                 buffer.bytes = 0;
                 buffer.first = id;
             }
-            let event = Arc::new(Event {
-                id,
-                task_id: task_id.to_string(),
-                context_id: context_id.to_string(),
-                body,
-            });
-            buffer.bytes += event_bytes(&event);
-            buffer.events.push_back(event);
+            let entry = Entry {
+                event: Arc::new(Event {
+                    id,
+                    task_id: task_id.to_string(),
+                    context_id: context_id.to_string(),
+                    body,
+                }),
+                framed: Vec::new(),
+            };
+            buffer.bytes += entry.bytes();
+            buffer.events.push_back(entry);
             buffer.latest = id;
-            while buffer.events.len() > self.capacity
-                || (buffer.bytes > self.max_bytes && buffer.events.len() > 1)
-            {
-                let Some(oldest) = buffer.events.pop_front() else {
-                    break;
-                };
-                buffer.bytes -= event_bytes(&oldest);
-                buffer.first += 1;
-            }
+            buffer.evict(self.capacity, self.max_bytes);
         }
         drop(buffer);
         self.wake.send_replace(());
+    }
+
+    /// Keeps `stream_response` as door `version`'s framing of event `id`,
+    /// unless the event has left the buffer or that version framed it
+    /// already. Counted in the buffer's bytes, which may evict the oldest
+    /// events.
+    fn keep_framed(&self, id: u64, version: u64, stream_response: Vec<u8>) {
+        let mut buffer = self.lock();
+        if id < buffer.first || id > buffer.latest {
+            return;
+        }
+        let index = (id - buffer.first) as usize;
+        let entry = &mut buffer.events[index];
+        if entry.framed.iter().any(|f| f.version == version) {
+            return;
+        }
+        let framing = Framing {
+            version,
+            stream_response,
+        };
+        let bytes = std::mem::size_of::<Framing>() + framing.stream_response.len();
+        entry.framed.push(Arc::new(framing));
+        buffer.bytes += bytes;
+        buffer.evict(self.capacity, self.max_bytes);
     }
 
     /// The door closes: every reader ends with `closed` once it has read the
@@ -344,6 +408,10 @@ pub struct Reader {
     log: Arc<EventLog>,
     cursor: Cursor,
     wake: watch::Receiver<()>,
+    /// The door version reading: the framings it gets and keeps.
+    version: u64,
+    /// The id of the last event delivered: the only one it may frame.
+    delivered: Option<u64>,
 }
 
 /// Where a reader is.
@@ -387,7 +455,7 @@ impl Cursor {
             // position + 1 >= first and position < latest: in the buffer.
             let index = (self.position + 1 - buffer.first) as usize;
             match &self.task_id {
-                Some(task) if buffer.events[index].task_id != *task => self.position += 1,
+                Some(task) if buffer.events[index].event.task_id != *task => self.position += 1,
                 _ => return Next::Event(index),
             }
         }
@@ -412,7 +480,16 @@ impl Reader {
                 ended: false,
             },
             wake: log.wake.subscribe(),
+            version: 0,
+            delivered: None,
         }
+    }
+
+    /// The reader for door `version`: it gets that version's framings of
+    /// events, and keeps its own for that version.
+    pub fn for_version(mut self, version: u64) -> Reader {
+        self.version = version;
+        self
     }
 
     /// The task this reader follows; none for the session's.
@@ -438,15 +515,37 @@ impl Reader {
                     return Some(Delivery::Closed);
                 }
                 Next::Event(index) => {
-                    let event = buffer.events[index].clone();
-                    cursor.position = event.id;
+                    let entry = &buffer.events[index];
+                    cursor.position = entry.event.id;
                     cursor.opened_in_gap = false;
-                    event
+                    let framing = entry.framed.iter().find(|f| f.version == self.version);
+                    (entry.event.clone(), framing.cloned())
                 }
             }
         };
         // Copied outside the lock: a large response holds up no one.
-        Some(Delivery::Event(Event::clone(&event)))
+        let (event, framing) = event;
+        self.delivered = Some(event.id);
+        Some(match framing {
+            Some(framing) => Delivery::Framed(Framed {
+                id: event.id,
+                state: match &event.body {
+                    EventBody::Status(update) => Some(update.status.state),
+                    _ => None,
+                },
+                frame: matches!(event.body, EventBody::Frame(_)),
+                stream_response: framing.stream_response.clone(),
+            }),
+            None => Delivery::Event(Event::clone(&event)),
+        })
+    }
+
+    /// Keeps the door's framing of the last event this reader delivered
+    /// (see [`EventLog::keep_framed`]); any other id is ignored.
+    pub fn keep_framed(&mut self, id: u64, stream_response: Vec<u8>) {
+        if self.delivered == Some(id) {
+            self.log.keep_framed(id, self.version, stream_response);
+        }
     }
 
     /// Whether [`Reader::next_delivery`] has something to return. Also true

@@ -17,10 +17,20 @@ use crate::tasks::{Hub, Task, TaskAcceptance, TaskError, TaskState, now_ms};
 
 /// One line per delivery: `3 tsk_a working`, `4 tsk_a working: step 1
 /// (msg_)`, `5 tsk_a frame text {"text":"x"}`, `6 tsk_a response: four`,
-/// `gap 1..2`, `lagged 5..7`, `closed`. Task ids of the hub's tests read
-/// `task`.
+/// `gap 1..2`, `lagged 5..7`, `closed`, and an event a stream framed as
+/// `7 framed working {"x":1}` (a frame's: `8 framed frame …`). Task ids of
+/// the hub's tests read `task`.
 fn line(delivery: &Delivery) -> String {
     let event = match delivery {
+        Delivery::Framed(framed) => {
+            let kind = match (framed.state, framed.frame) {
+                (Some(state), _) => crate::tasks::store::state_word(state),
+                (None, true) => "frame",
+                (None, false) => "artifact",
+            };
+            let bytes = String::from_utf8_lossy(&framed.stream_response);
+            return format!("{} framed {kind} {bytes}", framed.id);
+        }
         Delivery::Gap((a, b)) => return format!("gap {a}..{b}"),
         Delivery::Lagged((a, b)) => return format!("lagged {a}..{b}"),
         Delivery::Closed => return "closed".to_string(),
@@ -215,6 +225,97 @@ fn the_buffer_is_bounded_in_bytes() {
         vec![text_artifact("response", "y".repeat(10_000))],
     );
     assert_eq!((log.oldest(), log.latest()), (11, 11));
+}
+
+/// Framed once: what one stream of a door version framed is what every
+/// other reader of that version gets; another version frames its own.
+#[test]
+fn a_framed_event_is_passed_on_to_the_readers_of_its_door_version() {
+    let log = EventLog::new(8, 0);
+    publish(&log, 1, "a");
+    log.publish(
+        2..3,
+        "a",
+        "ctx_1",
+        vec![text_artifact("response", "hi".into())],
+    );
+    let mut first = log.session_reader(None).for_version(1);
+    assert_eq!(drain(&mut first), ["1 a working", "2 a response: hi"]);
+    // Only the event it last delivered: not 1.
+    first.keep_framed(1, b"{\"early\":1}".to_vec());
+    first.keep_framed(2, b"{\"artifactUpdate\":2}".to_vec());
+    // A second framing by the same version changes nothing.
+    first.keep_framed(2, b"{\"again\":2}".to_vec());
+    assert_eq!(
+        drain(&mut log.session_reader(None).for_version(1)),
+        ["1 a working", "2 framed artifact {\"artifactUpdate\":2}"]
+    );
+    // Door version 2 gets the event, frames its own, and version 1's
+    // framing stays version 1's.
+    let mut other = log.task_reader("a", Some(1)).for_version(2);
+    assert_eq!(drain(&mut other), ["2 a response: hi"]);
+    other.keep_framed(2, b"{\"v2\":2}".to_vec());
+    assert_eq!(
+        drain(&mut log.task_reader("a", Some(1)).for_version(2)),
+        ["2 framed artifact {\"v2\":2}"]
+    );
+    assert_eq!(
+        drain(&mut log.task_reader("a", Some(1)).for_version(1)),
+        ["2 framed artifact {\"artifactUpdate\":2}"]
+    );
+    // A framed status says its state, where a task's stream may end.
+    publish(&log, 3, "a");
+    let mut third = log.session_reader(Some(2)).for_version(1);
+    assert_eq!(drain(&mut third), ["3 a working"]);
+    third.keep_framed(3, b"{}".to_vec());
+    assert_eq!(
+        drain(&mut log.session_reader(Some(2)).for_version(1)),
+        ["3 framed working {}"]
+    );
+}
+
+/// A framing counts in the buffer's bytes: keeping one can push the oldest
+/// events out, and a framing leaves with its event.
+#[test]
+fn framings_count_in_the_buffer_bytes() {
+    let log = EventLog::new(
+        Replay {
+            events: 100,
+            bytes: 3000,
+        },
+        0,
+    );
+    let x = || vec![text_artifact("response", "x".repeat(1000))];
+    log.publish(1..2, "a", "ctx", x());
+    log.publish(2..3, "a", "ctx", x());
+    let one_event = log.bytes() / 2;
+    let mut reader = log.session_reader(Some(1)).for_version(1);
+    assert_eq!(ids(&drain(&mut reader)), ["2"]);
+    reader.keep_framed(2, vec![b' '; 1200]);
+    // Event 2 and its framing fill the buffer: event 1 went.
+    assert_eq!((log.oldest(), log.latest()), (2, 2));
+    assert_eq!(
+        log.bytes(),
+        one_event + std::mem::size_of::<Framing>() + 1200
+    );
+    publish(&log, 3, "a");
+    publish(&log, 4, "a");
+    log.publish(
+        5..6,
+        "a",
+        "ctx",
+        vec![text_artifact("response", "y".repeat(1500))],
+    );
+    // Event 2 went with its framing: the buffer holds what 3..5 hold.
+    assert_eq!(log.oldest(), 3);
+    let mut rest = log.session_reader(Some(2));
+    let bytes: usize = std::iter::from_fn(|| rest.next_delivery())
+        .map(|d| match d {
+            Delivery::Event(event) => event_bytes(&event),
+            other => panic!("{other:?}"),
+        })
+        .sum();
+    assert_eq!(log.bytes(), bytes);
 }
 
 #[test]
