@@ -3,8 +3,8 @@
 //! under test.
 
 use crate::model::{
-    Caller, Capsule, CompletionRefusal, Grant, ListQuery, NewTask, Next, Page, StopReport, Task,
-    TaskError,
+    Caller, Capsule, CompletionRefusal, Framed, Grant, ListQuery, NewTask, Next, Page, PassOn,
+    StopReport, Task, TaskError,
 };
 
 pub trait Imports {
@@ -57,12 +57,12 @@ pub trait Imports {
     ) -> Result<Self::Reader, TaskError>;
     /// `events.session-events`.
     fn session_events(&self, after: Option<u64>) -> Self::Reader;
-    /// The reader's next delivery, waiting at most `wait_ms` for one (its
-    /// pollable and a monotonic-clock timer, polled together).
-    fn next_event(&self, reader: &Self::Reader, wait_ms: u64) -> Next;
-    /// `events.keep-framed`: the StreamResponse the door wrote for the
-    /// event the reader last delivered, for the other streams to pass on.
-    fn keep_framed(&self, reader: &Self::Reader, id: u64, stream_response: &[u8]);
+    /// The reader's next delivery, waiting at most `wait_ms` for one; the
+    /// host may write what `pass` leaves it before (`events.pass-on`).
+    fn next_event(&self, reader: &Self::Reader, wait_ms: u64, pass: &PassOn) -> Next;
+    /// `events.keep-framed`: the SSE event the door wrote for the event the
+    /// reader last delivered, for the other streams to pass on.
+    fn keep_framed(&self, reader: &Self::Reader, framed: &Framed);
     /// A fresh `msg_` id: 32 lowercase hex digits, time-ordered.
     fn new_message_id(&self) -> String;
 }

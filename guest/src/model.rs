@@ -164,6 +164,16 @@ pub enum TaskState {
 }
 
 impl TaskState {
+    pub const ALL: [TaskState; 7] = [
+        TaskState::Submitted,
+        TaskState::Working,
+        TaskState::InputRequired,
+        TaskState::Completed,
+        TaskState::Failed,
+        TaskState::Rejected,
+        TaskState::Canceled,
+    ];
+
     /// The name on the wire.
     pub fn wire(self) -> &'static str {
         match self {
@@ -332,7 +342,8 @@ pub struct Event {
     pub body: EventBody,
 }
 
-/// An event as another stream framed it: its StreamResponse as JSON.
+/// An event as a stream framed it: the SSE event it wrote, its request id
+/// cut out at `request_id_at`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Framed {
     pub id: u64,
@@ -340,7 +351,29 @@ pub struct Framed {
     pub state: Option<TaskState>,
     /// A murmur frame, written only where the stream extension is active.
     pub frame: bool,
-    pub stream_response: Vec<u8>,
+    pub sse: Vec<u8>,
+    pub request_id_at: usize,
+}
+
+impl Framed {
+    /// The event as a stream with this request id (JSON) writes it.
+    pub fn with_request_id(&self, request_id: &[u8]) -> Vec<u8> {
+        let (head, tail) = self.sse.split_at(self.request_id_at.min(self.sse.len()));
+        [head, request_id, tail].concat()
+    }
+}
+
+/// What a stream's door leaves to the host while it waits: the events its
+/// version framed, written with the stream's request id, until one the door
+/// must see.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PassOn {
+    /// The stream's JSON-RPC request id, as JSON.
+    pub request_id: Vec<u8>,
+    /// Frames are written (the stream extension is active).
+    pub frames: bool,
+    /// The states the stream ends on: the door writes those itself.
+    pub ends_at: Vec<TaskState>,
 }
 
 impl Event {
@@ -374,4 +407,6 @@ pub enum Next {
     Delivery(Delivery),
     /// Nothing arrived within the wait: time for a heartbeat.
     Idle,
+    /// The client left while the host passed events on.
+    Left,
 }

@@ -22,7 +22,9 @@ use crate::errors::{InvalidParams, RpcError};
 use crate::extensions;
 use crate::http::Request;
 use crate::imports::Imports;
-use crate::model::{Caller, Capsule, Delivery, Event, EventBody, Next, TaskState, Transport};
+use crate::model::{
+    Caller, Capsule, Delivery, Event, EventBody, Framed, Next, PassOn, TaskState, Transport,
+};
 use crate::rpc::Id;
 use crate::send::{self, Provenance, store_error};
 use crate::task::{self, Artifacts};
@@ -169,6 +171,13 @@ pub fn subscribe_to_task<I: Imports>(
     })
 }
 
+impl<R> Stream<R> {
+    /// The reader the stream follows after its opening, if any.
+    pub fn reader(&self) -> Option<&R> {
+        self.reader.as_ref()
+    }
+}
+
 /// murmur.WatchSession: connection-ack, the replay from Last-Event-ID, then
 /// every task's live events; the stream extension always active.
 pub fn watch_session<I: Imports>(
@@ -199,6 +208,12 @@ pub fn watch_session<I: Imports>(
 }
 
 /// Writes the stream until it ends, or until `sink` says the client left.
+///
+/// Each event is framed once: the first stream of this door version to
+/// deliver it keeps the SSE event it wrote, and the host writes it to every
+/// other such stream itself (`pass`), leaving the door what it must decide
+/// (an event not framed yet, the status a stream ends on, a gap, a lag, the
+/// close, a heartbeat).
 pub fn pump<I: Imports>(
     imports: &I,
     stream: Stream<I::Reader>,
@@ -210,34 +225,37 @@ pub fn pump<I: Imports>(
         }
     }
     let Some(reader) = &stream.reader else { return };
+    let pass = PassOn {
+        request_id: stream.id.to_string().into_bytes(),
+        frames: stream.frames,
+        ends_at: stream.follow.ends_at(),
+    };
     loop {
-        let delivery = match imports.next_event(reader, HEARTBEAT_MS) {
+        let delivery = match imports.next_event(reader, HEARTBEAT_MS, &pass) {
             Next::Idle => {
                 if !sink(HEARTBEAT) {
                     return;
                 }
                 continue;
             }
+            Next::Left => return,
             Next::Delivery(delivery) => delivery,
         };
-        let (written, ends) = match delivery {
+        let (framed, ends) = match delivery {
             Delivery::Event(event) => {
-                let (id, ends) = (event.id, ends(&stream.follow, event.state()));
-                let framed = render(imports, event, stream.frames).map(|result| {
-                    let bytes = to_bytes(&result);
-                    // Framed once: the other streams pass these bytes on.
-                    imports.keep_framed(reader, id, &bytes);
-                    bytes
+                let (id, state) = (event.id, event.state());
+                // Rendered with its frames whatever this stream sends: the
+                // streams that send them pass this framing on.
+                let framed = render(imports, event, true).map(|result| {
+                    let framed = frame(id, state, &result);
+                    imports.keep_framed(reader, &framed);
+                    framed
                 });
-                (framed.map(|bytes| (Some(id), bytes)), ends)
+                (framed, stream.follow.ends(state))
             }
             Delivery::Framed(framed) => {
-                let ends = ends(&stream.follow, framed.state);
-                let sent = !framed.frame || stream.frames;
-                (
-                    sent.then_some((Some(framed.id), framed.stream_response)),
-                    ends,
-                )
+                let ends = stream.follow.ends(framed.state);
+                (Some(framed), ends)
             }
             Delivery::Gap(after, through) | Delivery::Lagged(after, through) => {
                 let kind = if matches!(delivery, Delivery::Gap(..)) {
@@ -252,47 +270,73 @@ pub fn pump<I: Imports>(
                         kind,
                         json!({"frame": kind, "after": after, "through": through}),
                     );
-                    (None, to_bytes(&json!({"message": message})))
+                    sse(None, &stream.id, &json!({"message": message}))
                 });
-                (frame, false)
+                let left = frame.is_some_and(|bytes| !sink(&bytes));
+                if left {
+                    return;
+                }
+                continue;
             }
             Delivery::Closed => {
-                let frame = stream.frames.then(|| {
+                if stream.frames {
                     let message = frame_message(
                         imports,
                         None,
                         "capsule-closed",
                         json!({"frame": "capsule-closed"}),
                     );
-                    (None, to_bytes(&json!({"message": message})))
-                });
-                (frame, true)
+                    sink(&sse(None, &stream.id, &json!({"message": message})));
+                }
+                return;
             }
         };
-        let left =
-            written.is_some_and(|(id, result)| !sse_framed_to(sink, id, &stream.id, &result));
+        let sent = framed.filter(|f| !f.frame || stream.frames);
+        let left = sent.is_some_and(|f| {
+            // In three writes: a large event is not copied again.
+            let (head, tail) = f.sse.split_at(f.request_id_at.min(f.sse.len()));
+            !(sink(head) && sink(&pass.request_id) && sink(tail))
+        });
         if left || ends {
             return;
         }
     }
 }
 
-/// Whether the stream ends after an event; `state` is what a status event
-/// wrote.
-fn ends(follow: &Follow, state: Option<TaskState>) -> bool {
-    let Some(state) = state else {
-        return false;
-    };
-    match follow {
-        Follow::Task { until_paused } => {
-            state.terminal() || (*until_paused && state == TaskState::InputRequired)
+impl Follow {
+    /// The states a stream ends after.
+    fn ends_at(&self) -> Vec<TaskState> {
+        match self {
+            Follow::Task { until_paused } => TaskState::ALL
+                .into_iter()
+                .filter(|s| s.terminal() || (*until_paused && *s == TaskState::InputRequired))
+                .collect(),
+            Follow::Session => Vec::new(),
         }
-        Follow::Session => false,
+    }
+
+    /// Whether the stream ends after an event; `state` is what a status
+    /// event wrote.
+    fn ends(&self, state: Option<TaskState>) -> bool {
+        state.is_some_and(|state| self.ends_at().contains(&state))
     }
 }
 
-fn to_bytes(result: &Value) -> Vec<u8> {
-    serde_json::to_vec(result).expect("a Value serializes")
+/// The SSE event for event `id` whose StreamResponse is `result`, its
+/// request id cut out: what every stream of this door version writes.
+fn frame(id: u64, state: Option<TaskState>, result: &Value) -> Framed {
+    let mut sse = format!("id: {id}\ndata: {{\"jsonrpc\":\"2.0\",\"id\":").into_bytes();
+    let request_id_at = sse.len();
+    sse.extend_from_slice(br#","result":"#);
+    serde_json::to_writer(&mut sse, result).expect("a Value serializes");
+    sse.extend_from_slice(b"}\n\n");
+    Framed {
+        id,
+        state,
+        frame: result.get("message").is_some(),
+        sse,
+        request_id_at,
+    }
 }
 
 /// An event as a StreamResponse; None for a frame when frames are off. Its
@@ -416,17 +460,6 @@ pub fn sse_to(
     sse_around(sink, event_id, request_id, |out| {
         serde_json::to_writer(out, result).map_err(std::io::Error::from)
     })
-}
-
-/// [`sse_to`] for a StreamResponse already serialized: an event framed once.
-fn sse_framed_to(
-    sink: &mut dyn FnMut(&[u8]) -> bool,
-    event_id: Option<u64>,
-    request_id: &Id,
-    result: &[u8],
-) -> bool {
-    use std::io::Write;
-    sse_around(sink, event_id, request_id, |out| out.write_all(result))
 }
 
 /// One SSE event whose `result` `write_result` writes, in chunks of

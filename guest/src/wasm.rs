@@ -40,6 +40,13 @@ impl wasip2::exports::http::incoming_handler::Guest for Door {
                 let Some((body, sink)) = open(out, 200, headers) else {
                     return;
                 };
+                // Shared with the stream's reader, which hands it to the
+                // host to pass framed events on; both are gone when the
+                // pump returns, before the body is finished.
+                let sink = std::rc::Rc::new(sink);
+                if let Some(reader) = stream.reader() {
+                    reader.pass_on_to(sink.clone());
+                }
                 crate::streams::pump(&Host, stream, &mut |bytes| write_all(&sink, bytes));
                 drop(sink);
                 let _ = OutgoingBody::finish(body, None);

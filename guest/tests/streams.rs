@@ -5,7 +5,7 @@
 mod common;
 
 use common::{FakeHost, event, post};
-use murmur_door_guest::model::{Delivery, Event, EventBody, Framed, Status, TaskState};
+use murmur_door_guest::model::{Delivery, Event, EventBody, Status, TaskState};
 use murmur_door_guest::streams::pump;
 use murmur_door_guest::{Reply, Request, handle};
 use serde_json::{Value, json};
@@ -437,78 +437,71 @@ fn a_client_that_leaves_ends_the_stream() {
     assert_eq!(host.idle_waits.get(), 998);
 }
 
-/// Turns what a stream framed into the log a later stream reads: each event
-/// as `framed`, with the state of a status and whether it is a frame.
-fn framed_log(host: &FakeHost) -> Vec<Delivery> {
-    let originals = host.log.borrow().clone();
-    host.kept
-        .borrow()
-        .iter()
-        .map(|(id, bytes)| {
-            let Some(Delivery::Event(event)) = originals
-                .iter()
-                .find(|d| matches!(d, Delivery::Event(e) if e.id == *id))
-            else {
-                panic!("kept {id}, which was not delivered")
-            };
-            Delivery::Framed(Framed {
-                id: *id,
-                state: event.state(),
-                frame: matches!(event.body, EventBody::Frame { .. }),
-                stream_response: bytes.clone(),
-            })
-        })
-        .collect()
-}
-
 // Framed once ("What murmur.WatchSession writes"): a stream keeps each
-// event's StreamResponse, exactly the `result` it wrote; a stream given those
-// bytes writes the same SSE events without rendering, skips a frame unless
-// the stream extension is active, and still ends on the terminal status.
+// event's SSE event as it wrote it, with its request id cut out, frames
+// included even where it does not send them; a stream given those framings
+// writes the same SSE events without rendering, with its own request id,
+// skips a frame unless the stream extension is active, and still ends on the
+// terminal status.
 #[test]
 fn a_stream_frames_each_event_once_and_passes_framed_events_on() {
     let active = [("A2A-Extensions", STREAM)];
-    let (host, _, first) = send_streaming(&active, "reply four");
-    let kept: Vec<u64> = host.kept.borrow().iter().map(|(id, _)| *id).collect();
-    assert_eq!(kept, [41, 42, 43, 44]);
-    for ((id, data), (kept_id, bytes)) in events(&first)[1..].iter().zip(host.kept.borrow().iter())
-    {
-        assert_eq!(id.as_deref(), Some(kept_id.to_string().as_str()));
-        assert_eq!(
-            serde_json::from_slice::<Value>(bytes).unwrap(),
-            data["result"]
-        );
-    }
-    let framed = framed_log(&host);
+    let (host, _, first) = send_streaming(&[], "reply four");
+    let kept = host.kept.borrow().clone();
+    let ids: Vec<u64> = kept.iter().map(|f| f.id).collect();
+    assert_eq!(ids, [41, 42, 43, 44]);
+    let frames: Vec<bool> = kept.iter().map(|f| f.frame).collect();
+    assert_eq!(frames, [false, true, false, false]);
+    assert_eq!(kept[3].state, Some(TaskState::Completed));
+    // What it wrote is what it kept, its request id put in; not the frame.
+    let written: Vec<&str> = first.split_inclusive("\n\n").skip(1).collect();
+    let kept_sse: Vec<String> = kept
+        .iter()
+        .filter(|f| !f.frame)
+        .map(|f| String::from_utf8(f.with_request_id(b"7")).unwrap())
+        .collect();
+    assert_eq!(written, kept_sse);
+    assert!(kept_sse[0].starts_with("id: 41\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":"));
+    assert_eq!(
+        String::from_utf8(kept[0].sse[..kept[0].request_id_at].to_vec()).unwrap(),
+        "id: 41\ndata: {\"jsonrpc\":\"2.0\",\"id\":"
+    );
 
-    // The same stream again, from the framed events (and 45, which it never
-    // reaches): byte for byte what the first wrote.
-    let again = |extra: &[(&str, &str)]| {
+    // A later stream given the framings (and 45, which it never reaches).
+    let again = |extra: &[(&str, &str)], id: &str| {
         let host = FakeHost::new(false);
-        host.log.borrow_mut().extend(framed.iter().cloned());
+        host.log
+            .borrow_mut()
+            .extend(kept.iter().cloned().map(Delivery::Framed));
         host.log.borrow_mut().push(event(
             45,
             "tsk_00000000000000000000000000000001",
             status(TaskState::Working, None, None),
         ));
-        let body = json!({"jsonrpc": "2.0", "id": 7, "method": "SendStreamingMessage",
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "SendStreamingMessage",
             "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "reply four"}]}}})
         .to_string();
         let (_, text) = stream(&host, &post(extra), &body);
         assert!(
             host.kept.borrow().is_empty(),
-            "framed events are not framed again"
+            "framed events are framed once"
         );
         text
     };
-    assert_eq!(again(&active), first);
-    // Not active: the frame is not written; the rest is.
-    let ids: Vec<Option<String>> = events(&again(&[])).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(again(&[], "7"), first.replace("\"id\":7", "\"id\":\"7\""));
+    let active_ids: Vec<Option<String>> = events(&again(&active, "x"))
+        .into_iter()
+        .map(|(id, data)| {
+            assert_eq!(data["id"], "x");
+            id
+        })
+        .collect();
     assert_eq!(
-        ids,
+        active_ids,
         [
             None,
             Some("41".into()),
+            Some("42".into()),
             Some("43".into()),
             Some("44".into())
         ]

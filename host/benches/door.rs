@@ -242,8 +242,8 @@ impl murmur_door_guest::Imports for Native {
         Err(no_store())
     }
     fn session_events(&self, _: Option<u64>) {}
-    fn keep_framed(&self, _: &(), _: u64, _: &[u8]) {}
-    fn next_event(&self, _: &(), _: u64) -> guest::Next {
+    fn keep_framed(&self, _: &(), _: &guest::Framed) {}
+    fn next_event(&self, _: &(), _: u64, _: &guest::PassOn) -> guest::Next {
         guest::Next::Delivery(guest::Delivery::Closed)
     }
     fn new_message_id(&self) -> String {

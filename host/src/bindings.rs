@@ -10,10 +10,16 @@ wasmtime::component::bindgen!({
     world: "murmur:door/imports",
     with: {
         "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll,
+        "wasi:io/streams": wasmtime_wasi::p2::bindings::io::streams,
+        "wasi:io/error": wasmtime_wasi::p2::bindings::io::error,
     },
     // A reader handle the table does not hold is a host bug, not an answer:
     // it traps the request rather than panicking the host.
-    imports: { "murmur:door/events": trappable },
+    // `pass-on` waits for events and for the client to take them.
+    imports: {
+        "murmur:door/events": trappable,
+        "murmur:door/events.[method]events.pass-on": async | trappable,
+    },
     require_store_data_send: true,
     additional_derives: [PartialEq],
 });

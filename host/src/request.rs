@@ -117,6 +117,12 @@ impl WasiHttpHooks for NoOutgoingRequests {
         32
     }
 
+    /// Each of those writes is at most 4 KiB, whoever writes (the door, or
+    /// the host passing framed events on): an unread stream queues 128 KiB.
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        4096
+    }
+
     fn send_request(
         &mut self,
         _request: hyper::Request<HyperOutgoingBody>,

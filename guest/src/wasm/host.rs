@@ -6,7 +6,7 @@
 use crate::Imports;
 use crate::model::{
     Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Framed,
-    Grant, ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page, ResidueItem,
+    Grant, ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page, PassOn, ResidueItem,
     RunningCommand, Scope, Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata,
     TaskState, Transport,
 };
@@ -14,7 +14,11 @@ use crate::model::{
 wit_bindgen::generate!({
     path: "../wit",
     world: "murmur:door/imports",
-    with: { "wasi:io/poll@0.2.12": wasip2::io::poll },
+    with: {
+        "wasi:io/poll@0.2.12": wasip2::io::poll,
+        "wasi:io/streams@0.2.12": wasip2::io::streams,
+        "wasi:io/error@0.2.12": wasip2::io::error,
+    },
 });
 
 use murmur::door::{events, session, task_store as store, tokens};
@@ -206,7 +210,22 @@ impl Imports for Host {
         Reader::new(events::session_events(after))
     }
 
-    fn next_event(&self, reader: &Reader, wait_ms: u64) -> Next {
+    fn next_event(&self, reader: &Reader, wait_ms: u64, pass: &PassOn) -> Next {
+        if let Some(out) = &*reader.out.borrow() {
+            let ends_at: Vec<store::TaskState> =
+                pass.ends_at.iter().copied().map(to_store_state).collect();
+            return match reader.events.pass_on(
+                out,
+                &pass.request_id,
+                pass.frames,
+                &ends_at,
+                wait_ms,
+            ) {
+                events::Passed::Delivery(delivery) => Next::Delivery(from_delivery(delivery)),
+                events::Passed::Idle => Next::Idle,
+                events::Passed::Left => Next::Left,
+            };
+        }
         if let Some(delivery) = reader.events.next() {
             return Next::Delivery(from_delivery(delivery));
         }
@@ -230,8 +249,10 @@ impl Imports for Host {
         }
     }
 
-    fn keep_framed(&self, reader: &Reader, id: u64, stream_response: &[u8]) {
-        reader.events.keep_framed(id, stream_response);
+    fn keep_framed(&self, reader: &Reader, framed: &Framed) {
+        reader
+            .events
+            .keep_framed(framed.id, &framed.sse, framed.request_id_at as u32);
     }
 
     fn new_message_id(&self) -> String {
@@ -387,7 +408,8 @@ fn from_delivery(delivery: events::Delivery) -> Delivery {
             id: framed.id,
             state: framed.state.map(from_store_state),
             frame: framed.frame,
-            stream_response: framed.stream_response,
+            sse: framed.sse,
+            request_id_at: framed.request_id_at as usize,
         }),
         events::Delivery::Gap((after, through)) => Delivery::Gap(after, through),
         events::Delivery::Lagged((after, through)) => Delivery::Lagged(after, through),
@@ -401,15 +423,23 @@ pub(super) struct Reader {
     ready: wasip2::io::poll::Pollable,
     /// The heartbeat timer, from the first idle wait until it fires.
     timer: std::cell::RefCell<Option<wasip2::io::poll::Pollable>>,
+    /// The stream's body, once open: the host passes framed events on to it.
+    out: std::cell::RefCell<Option<std::rc::Rc<wasip2::io::streams::OutputStream>>>,
     events: events::Events,
 }
 
 impl Reader {
+    /// The stream's body is open: the host may write to it.
+    pub(super) fn pass_on_to(&self, out: std::rc::Rc<wasip2::io::streams::OutputStream>) {
+        *self.out.borrow_mut() = Some(out);
+    }
+
     fn new(events: events::Events) -> Reader {
         let ready = events.subscribe();
         Reader {
             ready,
             timer: std::cell::RefCell::new(None),
+            out: std::cell::RefCell::new(None),
             events,
         }
     }

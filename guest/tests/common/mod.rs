@@ -8,9 +8,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 use murmur_door_guest::model::{
-    Caller, Capsule, CompletionRefusal, Credential, Delivery, Event, Grant, ImageLimits, ListQuery,
-    NewTask, Next, Page, Scope, Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata,
-    TaskState, Transport,
+    Caller, Capsule, CompletionRefusal, Credential, Delivery, Event, Framed, Grant, ImageLimits,
+    ListQuery, NewTask, Next, Page, PassOn, Scope, Status, StopReport, Task, TaskAcceptance,
+    TaskError, TaskMetadata, TaskState, Transport,
 };
 use murmur_door_guest::{Imports, Request, Response};
 use serde_json::Value;
@@ -38,7 +38,7 @@ pub struct FakeHost {
     /// Waits that time out (a heartbeat each) before the log is read.
     pub idle_waits: Cell<u32>,
     /// What the door framed once for the other streams (`keep-framed`).
-    pub kept: RefCell<Vec<(u64, Vec<u8>)>>,
+    pub kept: RefCell<Vec<Framed>>,
     /// The store fails, saying this: list and stop answer it as an error.
     pub failing: RefCell<Option<String>>,
     next: Cell<u64>,
@@ -306,7 +306,8 @@ impl Imports for FakeHost {
     }
 
     /// The log in order, then the door closes.
-    fn next_event(&self, reader: &Self::Reader, _wait_ms: u64) -> Next {
+    /// Passes nothing on: every delivery comes to the door.
+    fn next_event(&self, reader: &Self::Reader, _wait_ms: u64, _pass: &PassOn) -> Next {
         if self.idle_waits.get() > 0 {
             self.idle_waits.set(self.idle_waits.get() - 1);
             return Next::Idle;
@@ -314,8 +315,8 @@ impl Imports for FakeHost {
         Next::Delivery(reader.borrow_mut().pop_front().unwrap_or(Delivery::Closed))
     }
 
-    fn keep_framed(&self, _reader: &Self::Reader, id: u64, stream_response: &[u8]) {
-        self.kept.borrow_mut().push((id, stream_response.to_vec()));
+    fn keep_framed(&self, _reader: &Self::Reader, framed: &Framed) {
+        self.kept.borrow_mut().push(framed.clone());
     }
 
     fn new_message_id(&self) -> String {

@@ -38,6 +38,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use bytes::Bytes;
 use tokio::sync::watch;
 
 pub use crate::bindings::events::{
@@ -212,10 +213,29 @@ struct Entry {
     framed: Vec<Arc<Framing>>,
 }
 
-/// One door version's StreamResponse for an event.
-struct Framing {
+/// One door version's SSE event for an event, its request id cut out at
+/// `request_id_at`.
+pub struct Framing {
     version: u64,
-    stream_response: Vec<u8>,
+    sse: Bytes,
+    request_id_at: usize,
+}
+
+impl Framing {
+    /// The event as one stream writes it, its request id (JSON) put in: the
+    /// first 4 KiB as a copy, the rest as slices of the one framing every
+    /// stream shares.
+    pub fn with_request_id(&self, request_id: &[u8]) -> (Bytes, Bytes) {
+        let (head, tail) = self.sse.split_at(self.request_id_at);
+        let copied = tail
+            .len()
+            .min(4096usize.saturating_sub(head.len() + request_id.len()));
+        let first = [head, request_id, &tail[..copied]].concat();
+        (
+            Bytes::from(first),
+            self.sse.slice(self.request_id_at + copied..),
+        )
+    }
 }
 
 impl Entry {
@@ -225,7 +245,7 @@ impl Entry {
             + self
                 .framed
                 .iter()
-                .map(|f| std::mem::size_of::<Framing>() + f.stream_response.len())
+                .map(|f| std::mem::size_of::<Framing>() + f.sse.len())
                 .sum::<usize>()
     }
 }
@@ -341,11 +361,14 @@ impl EventLog {
         self.wake.send_replace(());
     }
 
-    /// Keeps `stream_response` as door `version`'s framing of event `id`,
-    /// unless the event has left the buffer or that version framed it
-    /// already. Counted in the buffer's bytes, which may evict the oldest
-    /// events.
-    fn keep_framed(&self, id: u64, version: u64, stream_response: Vec<u8>) {
+    /// Keeps `sse` as door `version`'s framing of event `id`, unless the
+    /// event has left the buffer or that version framed it already (or the
+    /// cut is not within it). Counted in the buffer's bytes, which may evict
+    /// the oldest events.
+    fn keep_framed(&self, id: u64, version: u64, sse: Vec<u8>, request_id_at: usize) {
+        if request_id_at > sse.len() {
+            return;
+        }
         let mut buffer = self.lock();
         if id < buffer.first || id > buffer.latest {
             return;
@@ -357,9 +380,10 @@ impl EventLog {
         }
         let framing = Framing {
             version,
-            stream_response,
+            sse: Bytes::from(sse),
+            request_id_at,
         };
-        let bytes = std::mem::size_of::<Framing>() + framing.stream_response.len();
+        let bytes = std::mem::size_of::<Framing>() + framing.sse.len();
         entry.framed.push(Arc::new(framing));
         buffer.bytes += bytes;
         buffer.evict(self.capacity, self.max_bytes);
@@ -400,6 +424,39 @@ impl EventLog {
             Some(after) => after,
         };
         Reader::new(self, &buffer, Some(task_id.to_string()), position)
+    }
+}
+
+/// What a reader reads next: an event its door version framed, as that
+/// framing, or a delivery for the door.
+pub enum Read {
+    Framed {
+        id: u64,
+        state: Option<TaskState>,
+        frame: bool,
+        framing: Arc<Framing>,
+    },
+    Delivery(Delivery),
+}
+
+impl Read {
+    /// As the door reads it.
+    pub fn into_delivery(self) -> Delivery {
+        match self {
+            Read::Framed {
+                id,
+                state,
+                frame,
+                framing,
+            } => Delivery::Framed(Framed {
+                id,
+                state,
+                frame,
+                sse: framing.sse.to_vec(),
+                request_id_at: framing.request_id_at as u32,
+            }),
+            Read::Delivery(delivery) => delivery,
+        }
     }
 }
 
@@ -500,6 +557,11 @@ impl Reader {
     /// The next delivery, or none while nothing is waiting (and for good
     /// after `closed`).
     pub fn next_delivery(&mut self) -> Option<Delivery> {
+        self.read().map(Read::into_delivery)
+    }
+
+    /// The next delivery, a framed event as its framing.
+    pub fn read(&mut self) -> Option<Read> {
         let event = {
             let buffer = self.log.lock();
             let cursor = &mut self.cursor;
@@ -508,11 +570,11 @@ impl Reader {
                 Next::Lost(delivery) => {
                     cursor.position = buffer.first - 1;
                     cursor.opened_in_gap = false;
-                    return Some(delivery);
+                    return Some(Read::Delivery(delivery));
                 }
                 Next::Closed => {
                     cursor.ended = true;
-                    return Some(Delivery::Closed);
+                    return Some(Read::Delivery(Delivery::Closed));
                 }
                 Next::Event(index) => {
                     let entry = &buffer.events[index];
@@ -527,24 +589,24 @@ impl Reader {
         let (event, framing) = event;
         self.delivered = Some(event.id);
         Some(match framing {
-            Some(framing) => Delivery::Framed(Framed {
+            Some(framing) => Read::Framed {
                 id: event.id,
                 state: match &event.body {
                     EventBody::Status(update) => Some(update.status.state),
                     _ => None,
                 },
                 frame: matches!(event.body, EventBody::Frame(_)),
-                stream_response: framing.stream_response.clone(),
-            }),
-            None => Delivery::Event(Event::clone(&event)),
+                framing,
+            },
+            None => Read::Delivery(Delivery::Event(Event::clone(&event))),
         })
     }
 
     /// Keeps the door's framing of the last event this reader delivered
     /// (see [`EventLog::keep_framed`]); any other id is ignored.
-    pub fn keep_framed(&mut self, id: u64, stream_response: Vec<u8>) {
+    pub fn keep_framed(&mut self, id: u64, sse: Vec<u8>, request_id_at: usize) {
         if self.delivered == Some(id) {
-            self.log.keep_framed(id, self.version, stream_response);
+            self.log.keep_framed(id, self.version, sse, request_id_at);
         }
     }
 

@@ -18,7 +18,8 @@ use crate::tasks::{Hub, Task, TaskAcceptance, TaskError, TaskState, now_ms};
 /// One line per delivery: `3 tsk_a working`, `4 tsk_a working: step 1
 /// (msg_)`, `5 tsk_a frame text {"text":"x"}`, `6 tsk_a response: four`,
 /// `gap 1..2`, `lagged 5..7`, `closed`, and an event a stream framed as
-/// `7 framed working {"x":1}` (a frame's: `8 framed frame …`). Task ids of
+/// `7 framed working {"id":<id>}`, its request id cut out at `<id>` (a
+/// frame's: `8 framed frame …`). Task ids of
 /// the hub's tests read `task`.
 fn line(delivery: &Delivery) -> String {
     let event = match delivery {
@@ -28,8 +29,9 @@ fn line(delivery: &Delivery) -> String {
                 (None, true) => "frame",
                 (None, false) => "artifact",
             };
-            let bytes = String::from_utf8_lossy(&framed.stream_response);
-            return format!("{} framed {kind} {bytes}", framed.id);
+            let (head, tail) = framed.sse.split_at(framed.request_id_at as usize);
+            let (head, tail) = (String::from_utf8_lossy(head), String::from_utf8_lossy(tail));
+            return format!("{} framed {kind} {head}<id>{tail}", framed.id);
         }
         Delivery::Gap((a, b)) => return format!("gap {a}..{b}"),
         Delivery::Lagged((a, b)) => return format!("lagged {a}..{b}"),
@@ -227,6 +229,12 @@ fn the_buffer_is_bounded_in_bytes() {
     assert_eq!((log.oldest(), log.latest()), (11, 11));
 }
 
+/// Keeps `sse` as the reader's framing of event `id`, cut at `<id>`.
+fn keep(reader: &mut Reader, id: u64, sse: &str) {
+    let at = sse.find("<id>").unwrap_or(sse.len() + 1);
+    reader.keep_framed(id, sse.replace("<id>", "").into_bytes(), at);
+}
+
 /// Framed once: what one stream of a door version framed is what every
 /// other reader of that version gets; another version frames its own.
 #[test]
@@ -242,35 +250,41 @@ fn a_framed_event_is_passed_on_to_the_readers_of_its_door_version() {
     let mut first = log.session_reader(None).for_version(1);
     assert_eq!(drain(&mut first), ["1 a working", "2 a response: hi"]);
     // Only the event it last delivered: not 1.
-    first.keep_framed(1, b"{\"early\":1}".to_vec());
-    first.keep_framed(2, b"{\"artifactUpdate\":2}".to_vec());
+    keep(&mut first, 1, "{\"early\":1}");
+    keep(&mut first, 2, "{\"id\":<id>,\"v\":1}");
     // A second framing by the same version changes nothing.
-    first.keep_framed(2, b"{\"again\":2}".to_vec());
+    keep(&mut first, 2, "{\"again\":2}");
     assert_eq!(
         drain(&mut log.session_reader(None).for_version(1)),
-        ["1 a working", "2 framed artifact {\"artifactUpdate\":2}"]
+        ["1 a working", "2 framed artifact {\"id\":<id>,\"v\":1}"]
     );
     // Door version 2 gets the event, frames its own, and version 1's
     // framing stays version 1's.
     let mut other = log.task_reader("a", Some(1)).for_version(2);
     assert_eq!(drain(&mut other), ["2 a response: hi"]);
-    other.keep_framed(2, b"{\"v2\":2}".to_vec());
+    keep(&mut other, 2, "{\"id\":<id>,\"v\":2}");
     assert_eq!(
         drain(&mut log.task_reader("a", Some(1)).for_version(2)),
-        ["2 framed artifact {\"v2\":2}"]
+        ["2 framed artifact {\"id\":<id>,\"v\":2}"]
     );
     assert_eq!(
         drain(&mut log.task_reader("a", Some(1)).for_version(1)),
-        ["2 framed artifact {\"artifactUpdate\":2}"]
+        ["2 framed artifact {\"id\":<id>,\"v\":1}"]
     );
     // A framed status says its state, where a task's stream may end.
     publish(&log, 3, "a");
     let mut third = log.session_reader(Some(2)).for_version(1);
     assert_eq!(drain(&mut third), ["3 a working"]);
-    third.keep_framed(3, b"{}".to_vec());
+    // A cut past the end is no framing.
+    keep(&mut third, 3, "{}");
     assert_eq!(
         drain(&mut log.session_reader(Some(2)).for_version(1)),
-        ["3 framed working {}"]
+        ["3 a working"]
+    );
+    keep(&mut third, 3, "<id>{}");
+    assert_eq!(
+        drain(&mut log.session_reader(Some(2)).for_version(1)),
+        ["3 framed working <id>{}"]
     );
 }
 
@@ -291,7 +305,7 @@ fn framings_count_in_the_buffer_bytes() {
     let one_event = log.bytes() / 2;
     let mut reader = log.session_reader(Some(1)).for_version(1);
     assert_eq!(ids(&drain(&mut reader)), ["2"]);
-    reader.keep_framed(2, vec![b' '; 1200]);
+    reader.keep_framed(2, vec![b' '; 1200], 0);
     // Event 2 and its framing fill the buffer: event 1 went.
     assert_eq!((log.oldest(), log.latest()), (2, 2));
     assert_eq!(
