@@ -97,17 +97,7 @@ fn timestamp_refused() -> RpcError {
 
 /// A TASK_STATE_* name the door produces.
 pub fn state_named(name: &str) -> Option<TaskState> {
-    [
-        TaskState::Submitted,
-        TaskState::Working,
-        TaskState::InputRequired,
-        TaskState::Completed,
-        TaskState::Failed,
-        TaskState::Rejected,
-        TaskState::Canceled,
-    ]
-    .into_iter()
-    .find(|s| s.wire() == name)
+    TaskState::ALL.into_iter().find(|s| s.wire() == name)
 }
 
 /// A page token names a position in the change order and nothing else:

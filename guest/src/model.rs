@@ -164,6 +164,7 @@ pub enum TaskState {
 }
 
 impl TaskState {
+    /// Every state, in the order of the reference's table.
     pub const ALL: [TaskState; 7] = [
         TaskState::Submitted,
         TaskState::Working,
