@@ -359,8 +359,22 @@ pub struct Framed {
 impl Framed {
     /// The event as a stream with this request id (JSON) writes it.
     pub fn with_request_id(&self, request_id: &[u8]) -> Vec<u8> {
+        let (first, rest) = self.split_for(request_id);
+        [&first, rest].concat()
+    }
+
+    /// The event in two writes, the host's way: its first 4 KiB with the
+    /// request id put in (a small event whole, one body chunk), then the rest
+    /// as it is, not copied again.
+    pub fn split_for(&self, request_id: &[u8]) -> (Vec<u8>, &[u8]) {
         let (head, tail) = self.sse.split_at(self.request_id_at.min(self.sse.len()));
-        [head, request_id, tail].concat()
+        let copied = tail
+            .len()
+            .min(4096usize.saturating_sub(head.len() + request_id.len()));
+        (
+            [head, request_id, &tail[..copied]].concat(),
+            &tail[copied..],
+        )
     }
 }
 

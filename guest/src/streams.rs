@@ -293,9 +293,8 @@ pub fn pump<I: Imports>(
         };
         let sent = framed.filter(|f| !f.frame || stream.frames);
         let left = sent.is_some_and(|f| {
-            // In three writes: a large event is not copied again.
-            let (head, tail) = f.sse.split_at(f.request_id_at.min(f.sse.len()));
-            !(sink(head) && sink(&pass.request_id) && sink(tail))
+            let (first, rest) = f.split_for(&pass.request_id);
+            !(sink(&first) && (rest.is_empty() || sink(rest)))
         });
         if left || ends {
             return;
