@@ -210,42 +210,22 @@ impl Imports for Host {
         Reader::new(events::session_events(after))
     }
 
+    /// The host waits, passing on what this door version framed: the
+    /// request holds no thread while the stream is idle.
     fn next_event(&self, reader: &Reader, wait_ms: u64, pass: &PassOn) -> Next {
-        if let Some(out) = &*reader.out.borrow() {
-            let ends_at: Vec<store::TaskState> =
-                pass.ends_at.iter().copied().map(to_store_state).collect();
-            return match reader.events.pass_on(
-                out,
-                &pass.request_id,
-                pass.frames,
-                &ends_at,
-                wait_ms,
-            ) {
-                events::Passed::Delivery(delivery) => Next::Delivery(from_delivery(delivery)),
-                events::Passed::Idle => Next::Idle,
-                events::Passed::Left => Next::Left,
-            };
-        }
-        if let Some(delivery) = reader.events.next() {
-            return Next::Delivery(from_delivery(delivery));
-        }
-        // Wait on the reader and the heartbeat timer together: the request
-        // holds no thread while the stream is idle. Both pollables live as
-        // long as the stream (the timer until it fires), so a delivery costs
-        // no new host resources.
-        let mut slot = reader.timer.borrow_mut();
-        let timer = slot.get_or_insert_with(|| {
-            wasip2::clocks::monotonic_clock::subscribe_duration(wait_ms.saturating_mul(1_000_000))
-        });
-        loop {
-            wasip2::io::poll::poll(&[&reader.ready, &*timer]);
-            if let Some(delivery) = reader.events.next() {
-                return Next::Delivery(from_delivery(delivery));
-            }
-            if timer.ready() {
-                *slot = None;
-                return Next::Idle;
-            }
+        let Some(out) = &*reader.out.borrow() else {
+            // No body to write to: nothing can be delivered.
+            return Next::Left;
+        };
+        let ends_at: Vec<store::TaskState> =
+            pass.ends_at.iter().copied().map(to_store_state).collect();
+        match reader
+            .events
+            .pass_on(out, &pass.request_id, pass.frames, &ends_at, wait_ms)
+        {
+            events::Passed::Delivery(delivery) => Next::Delivery(from_delivery(delivery)),
+            events::Passed::Idle => Next::Idle,
+            events::Passed::Left => Next::Left,
         }
     }
 
@@ -417,12 +397,8 @@ fn from_delivery(delivery: events::Delivery) -> Delivery {
     }
 }
 
-/// A reader of the event log with the pollables it waits on. Fields drop in
-/// order: the reader's pollable before the reader it belongs to.
+/// A reader of the event log and the body its stream writes to.
 pub(super) struct Reader {
-    ready: wasip2::io::poll::Pollable,
-    /// The heartbeat timer, from the first idle wait until it fires.
-    timer: std::cell::RefCell<Option<wasip2::io::poll::Pollable>>,
     /// The stream's body, once open: the host passes framed events on to it.
     out: std::cell::RefCell<Option<std::rc::Rc<wasip2::io::streams::OutputStream>>>,
     events: events::Events,
@@ -435,10 +411,7 @@ impl Reader {
     }
 
     fn new(events: events::Events) -> Reader {
-        let ready = events.subscribe();
         Reader {
-            ready,
-            timer: std::cell::RefCell::new(None),
             out: std::cell::RefCell::new(None),
             events,
         }

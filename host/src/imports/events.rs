@@ -5,12 +5,11 @@
 //! their marker type, so each call names the reader by the handle's rep.
 
 use wasmtime::component::Resource;
-use wasmtime_wasi::p2::DynPollable;
 
 use super::DoorCtxView;
 use std::time::Duration;
 
-use crate::bindings::events::{Delivery, Events, Host, HostEvents, OutputStream, Passed};
+use crate::bindings::events::{Events, Host, HostEvents, OutputStream, Passed};
 use crate::bindings::task_store::{Caller, TaskError, TaskState};
 use crate::tasks::events::{Read, Reader};
 
@@ -55,14 +54,6 @@ impl Host for DoorCtxView<'_> {
 }
 
 impl HostEvents for DoorCtxView<'_> {
-    fn subscribe(&mut self, events: Resource<Events>) -> wasmtime::Result<Resource<DynPollable>> {
-        wasmtime_wasi::p2::subscribe(self.table, reader(&events))
-    }
-
-    fn next(&mut self, events: Resource<Events>) -> wasmtime::Result<Option<Delivery>> {
-        Ok(self.table.get_mut(&reader(&events))?.next_delivery())
-    }
-
     fn keep_framed(
         &mut self,
         events: Resource<Events>,

@@ -24,7 +24,7 @@
 //! 4. `closed` once the door closes and it has read every event written
 //!    until then; nothing after that.
 //!
-//! A waiting reader holds no thread and no lock: its pollable awaits a watch
+//! A waiting reader holds no thread and no lock: `pass-on` awaits a watch
 //! channel the log bumps on every publish and on close.
 //!
 //! Framed once: the first stream of a door version to deliver an event keeps
@@ -611,7 +611,7 @@ impl Reader {
     }
 
     /// Whether [`Reader::next_delivery`] has something to return. Also true
-    /// after `closed`, so a door that polls an ended reader is not left
+    /// after `closed`, so a stream waiting on an ended reader is not left
     /// waiting forever.
     pub fn ready_now(&mut self) -> bool {
         if self.cursor.ended {
@@ -642,13 +642,6 @@ impl Reader {
 impl Drop for Reader {
     fn drop(&mut self) {
         self.log.readers.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-#[wasmtime_wasi::async_trait]
-impl wasmtime_wasi::p2::Pollable for Reader {
-    async fn ready(&mut self) {
-        self.wait().await;
     }
 }
 

@@ -72,7 +72,7 @@ fn drain(reader: &mut Reader) -> Vec<String> {
 }
 
 /// Reads until `last` is read (5 s at most), waiting on the reader's
-/// pollable between deliveries.
+/// wait between deliveries.
 async fn read_until(reader: &mut Reader, last: &str) -> Vec<String> {
     let mut lines = Vec::new();
     loop {
@@ -424,21 +424,19 @@ fn dropping_a_reader_frees_it() {
 }
 
 #[tokio::test]
-async fn the_pollable_wakes_on_a_new_event_and_not_before() {
-    use wasmtime_wasi::p2::Pollable;
-
+async fn a_waiting_reader_wakes_on_a_new_event_and_not_before() {
     let log = EventLog::new(8, 0);
     publish(&log, 1, "b");
     let mut reader = log.task_reader("a", None);
     // Nothing to read: not ready, even when another task writes.
     assert!(
-        tokio::time::timeout(Duration::from_millis(50), reader.ready())
+        tokio::time::timeout(Duration::from_millis(50), reader.wait())
             .await
             .is_err()
     );
     publish(&log, 2, "b");
     assert!(
-        tokio::time::timeout(Duration::from_millis(50), reader.ready())
+        tokio::time::timeout(Duration::from_millis(50), reader.wait())
             .await
             .is_err()
     );
@@ -448,26 +446,26 @@ async fn the_pollable_wakes_on_a_new_event_and_not_before() {
         tokio::time::sleep(Duration::from_millis(30)).await;
         publish(&writer, 3, "a");
     });
-    tokio::time::timeout(Duration::from_secs(5), reader.ready())
+    tokio::time::timeout(Duration::from_secs(5), reader.wait())
         .await
         .expect("ready once its task writes");
     wrote.await.unwrap();
-    tokio::time::timeout(Duration::from_millis(10), reader.ready())
+    tokio::time::timeout(Duration::from_millis(10), reader.wait())
         .await
         .expect("still ready");
     assert_eq!(drain(&mut reader), ["3 a working"]);
     assert!(
-        tokio::time::timeout(Duration::from_millis(20), reader.ready())
+        tokio::time::timeout(Duration::from_millis(20), reader.wait())
             .await
             .is_err()
     );
     // The door closes: ready, to read `closed`; and ready for good after.
     log.close();
-    tokio::time::timeout(Duration::from_secs(5), reader.ready())
+    tokio::time::timeout(Duration::from_secs(5), reader.wait())
         .await
         .expect("ready once the door closes");
     assert_eq!(drain(&mut reader), ["closed"]);
-    tokio::time::timeout(Duration::from_millis(10), reader.ready())
+    tokio::time::timeout(Duration::from_millis(10), reader.wait())
         .await
         .expect("an ended reader never blocks");
 }
