@@ -25,8 +25,9 @@ const LAYERS: &[&[&str]] = &[
     // Versions of the door, and the operator's surface over them.
     &["swap"],
     &["control"],
-    // The listener and what it bounds.
-    &["admission", "body", "connections", "metrics"],
+    // The listener and what it bounds; the native baseline it may answer
+    // with (a benchmark-only build).
+    &["admission", "body", "connections", "metrics", "native"],
     &["server"],
     // The capsules file, and a capsule's door opened and closed on a server.
     &["roster"],

@@ -19,6 +19,8 @@ pub mod imports;
 pub mod manifest;
 pub mod memory;
 pub mod metrics;
+#[cfg(feature = "native-door")]
+pub mod native;
 pub mod process;
 pub mod request;
 pub mod roster;

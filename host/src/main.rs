@@ -189,6 +189,11 @@ struct DoorArgs {
     /// Threads running requests and their doors; default one per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: Option<u16>,
+    /// Answer with the door's rules compiled natively, not the component:
+    /// the benchmark baseline (`bench/native.sh`), with no sandbox.
+    #[cfg(feature = "native-door")]
+    #[arg(long)]
+    pub native_door: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -205,6 +210,8 @@ struct Settings {
     component: Option<PathBuf>,
     max_component_bytes: usize,
     compile_cache: Option<PathBuf>,
+    #[cfg(feature = "native-door")]
+    native_door: bool,
 }
 
 impl DoorArgs {
@@ -242,6 +249,8 @@ impl DoorArgs {
                 true => None,
                 false => self.compile_cache.or_else(CompileCache::default_dir),
             },
+            #[cfg(feature = "native-door")]
+            native_door: self.native_door,
         }
     }
 }
@@ -407,11 +416,15 @@ async fn serve(entry: Entry, mut settings: Settings) -> anyhow::Result<()> {
     let (limits, http, max_component_bytes) =
         (settings.limits, settings.http, settings.max_component_bytes);
     let component = settings.component;
+    #[cfg(feature = "native-door")]
+    let native = settings.native_door;
     let capsule = Capsule::open(config, door, |server| {
         let server = server
             .with_limits(limits)
             .with_http_limits(http)
             .with_max_component_bytes(max_component_bytes);
+        #[cfg(feature = "native-door")]
+        let server = server.with_native_door(native);
         match component {
             Some(path) => server.with_component_file(path),
             None => server,

@@ -161,6 +161,9 @@ pub struct Server {
     metrics: Option<Arc<Metrics>>,
     /// Event streams open now.
     streams: Arc<AtomicU64>,
+    /// Requests are answered by the native baseline, not the component.
+    #[cfg(feature = "native-door")]
+    native: bool,
 }
 
 impl Server {
@@ -188,7 +191,17 @@ impl Server {
             name,
             metrics: None,
             streams: Arc::default(),
+            #[cfg(feature = "native-door")]
+            native: false,
         }
+    }
+
+    /// Answers with the door's rules compiled natively (the benchmark
+    /// baseline) when `native`.
+    #[cfg(feature = "native-door")]
+    pub fn with_native_door(mut self, native: bool) -> Server {
+        self.native = native;
+        self
     }
 
     /// Door instances this server's requests hold now.
@@ -529,6 +542,24 @@ impl Server {
     where
         B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
     {
+        #[cfg(feature = "native-door")]
+        if self.native {
+            let (parts, body) = request.into_parts();
+            let body = body.collect().await.map_err(|e| {
+                Failure::Guest(format!("the request body could not be read: {e}"), None)
+            })?;
+            let request = Request::from_parts(parts, body.to_bytes());
+            let response = crate::native::answer(self.stores.session.clone(), request).await;
+            tally.release();
+            drop((serving, slot));
+            return Ok(response.map(|body| Answer {
+                body,
+                door: None,
+                _busy: None,
+                probe: None,
+                stream: None,
+            }));
+        }
         let (mut parts, body) = request.into_parts();
         // wasi:http needs an authority; a request without a usable Host
         // (HTTP/1.0, a malformed value) reaches the door as sent to this

@@ -14,7 +14,7 @@ use crate::bindings::task_store::{Caller, TaskError, TaskState};
 use crate::tasks::events::{Read, Reader};
 
 /// The table's reader behind the door's handle.
-fn reader(handle: &Resource<Events>) -> Resource<Reader> {
+pub(crate) fn reader(handle: &Resource<Events>) -> Resource<Reader> {
     if handle.owned() {
         Resource::new_own(handle.rep())
     } else {

@@ -1,0 +1,38 @@
+# shellcheck shell=bash
+# Shared by the bench scripts; source it.
+
+# start_door BINARY LOG ARGS...: starts `BINARY serve ARGS...` in the
+# background with its stderr in LOG, waits for its url (10 s at most), and
+# sets $door_pid and $door_url.
+start_door() {
+  local binary=$1 log=$2
+  shift 2
+  "$binary" serve "$@" 2>"$log" &
+  # shellcheck disable=SC2034 # read by the script that sources this
+  door_pid=$!
+  door_url=
+  for _ in $(seq 100); do
+    door_url=$(grep -o 'url=http://[0-9.:]*' "$log" | cut -d= -f2 || true)
+    [ -n "$door_url" ] && return 0
+    sleep 0.1
+  done
+  cat "$log" >&2
+  return 1
+}
+
+# send_task URL: sends "reply hi" and prints the task's id.
+send_task() {
+  curl -s -X POST "$1/" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"reply hi"}]}}}' \
+    | grep -o 'tsk_[0-9a-f]*' | head -1
+}
+
+# rpc_lua FILE BODY: a wrk script posting one JSON-RPC request.
+rpc_lua() {
+  cat >"$1" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["A2A-Version"] = "1.0"
+wrk.body = '$2'
+LUA
+}
