@@ -8,6 +8,8 @@
 # Installs wrk from Debian's packages when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 seconds=${1:-5}
 shift || true
 sizes=("$@")
@@ -23,24 +25,13 @@ if [ -z "$binary" ]; then
 fi
 
 state=$(mktemp -d)
-trap 'kill $door 2>/dev/null || true; rm -rf "$state"' EXIT
+trap 'kill ${door_pid:-} 2>/dev/null || true; rm -rf "$state"' EXIT
 printf 'name: bench\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n' >"$state/queue.yaml"
-"$binary" serve "$state/queue.yaml" --listen 127.0.0.1:0 --state "$state/tasks" 2>"$state/log" &
-door=$!
-for _ in $(seq 100); do
-  url=$(grep -o 'url=http://[0-9.:]*' "$state/log" | cut -d= -f2 || true)
-  [ -n "$url" ] && break
-  sleep 0.1
-done
-[ -n "$url" ] || { cat "$state/log"; exit 1; }
+start_door "$binary" "$state/log" "$state/queue.yaml" --listen 127.0.0.1:0 --state "$state/tasks"
+url=$door_url
 
-script() { # name, params
-  cat >"$state/$1.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["A2A-Version"] = "1.0"
-wrk.body = '{"jsonrpc":"2.0","id":1,"method":"$3","params":$2}'
-LUA
+script() { # name, params, method
+  rpc_lua "$state/$1.lua" "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$3\",\"params\":$2}"
 }
 script send '{"message":{"messageId":"m","contextId":"ctx-a","role":"ROLE_USER","parts":[{"text":"reply hi"}]}}' SendMessage
 script all '{"pageSize":50}' ListTasks
