@@ -41,37 +41,32 @@ pub async fn answer(session: Arc<Session>, request: Request<Bytes>) -> Response<
             .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
             .collect(),
     };
-    let runtime = tokio::runtime::Handle::current();
-    let (sender, receiver) = tokio::sync::oneshot::channel();
-    // The rules block (a held SendMessage, a stream's wait): a thread of
-    // the blocking pool each, as a wasm instance is a task each.
-    tokio::task::spawn_blocking(move || {
-        let imports = Native::new(session, runtime);
-        match murmur_door_guest::handle(&imports, &head, || body.to_vec()) {
-            Reply::Whole(response) => {
-                let _ = sender.send(whole(response));
+    let imports = Native::new(session, tokio::runtime::Handle::current());
+    // The rules run on the request's own task, as the component's instance
+    // does; what blocks in them (a held SendMessage) blocks in place.
+    match murmur_door_guest::handle(&imports, &head, || body.to_vec()) {
+        Reply::Whole(response) => whole(response),
+        Reply::Unread => Response::builder()
+            .status(500)
+            .body(empty())
+            .expect("a plain head is valid"),
+        Reply::Stream(mut stream) => {
+            let (frames, body) = tokio::sync::mpsc::channel::<Bytes>(32);
+            let mut head = Response::builder().status(200);
+            for (name, value) in std::mem::take(&mut stream.headers) {
+                head = head.header(name, value);
             }
-            Reply::Unread => {}
-            Reply::Stream(mut stream) => {
-                let (frames, body) = tokio::sync::mpsc::channel::<Bytes>(32);
-                let mut head = Response::builder().status(200);
-                for (name, value) in std::mem::take(&mut stream.headers) {
-                    head = head.header(name, value);
-                }
-                let body = BodyExt::boxed_unsync(Chunks(body));
-                let _ = sender.send(head.body(body).expect("the door's head is valid"));
+            // A stream waits for events for as long as it is open: a
+            // thread of the blocking pool each.
+            tokio::task::spawn_blocking(move || {
                 murmur_door_guest::streams::pump(&imports, stream, &mut |bytes| {
                     frames.blocking_send(Bytes::copy_from_slice(bytes)).is_ok()
                 });
-            }
+            });
+            head.body(BodyExt::boxed_unsync(Chunks(body)))
+                .expect("the door's head is valid")
         }
-    });
-    receiver.await.unwrap_or_else(|_| {
-        Response::builder()
-            .status(500)
-            .body(BodyExt::boxed_unsync(empty()))
-            .expect("a plain head is valid")
-    })
+    }
 }
 
 fn whole(response: murmur_door_guest::Response) -> Response<HyperOutgoingBody> {
@@ -209,8 +204,10 @@ impl Imports for Native {
         let mut settled = self
             .call(|v| v.ctx.session.tasks.settled(&caller(who), task_id))
             .map_err(task_error)?;
-        self.runtime
-            .block_on(wasmtime_wasi::p2::Pollable::ready(&mut settled));
+        tokio::task::block_in_place(|| {
+            self.runtime
+                .block_on(wasmtime_wasi::p2::Pollable::ready(&mut settled))
+        });
         Ok(())
     }
 
@@ -237,7 +234,7 @@ impl Imports for Native {
     }
 
     /// The wasm door's host writes framed events itself; here the rules
-    /// write every delivery.
+    /// write every delivery. On a thread of the blocking pool.
     fn next_event(&self, reader: &Self::Reader, wait_ms: u64, _pass: &PassOn) -> Next {
         let mut state = self.state.borrow_mut();
         let reader = state
