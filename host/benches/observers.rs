@@ -154,6 +154,8 @@ async fn observe(addr: String, ready: tokio::sync::mpsc::Sender<()>, expected: u
     );
     stream.write_all(head.as_bytes()).await.unwrap();
     stream.write_all(body.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let mut body = Dechunked::default();
     let mut buffer = Vec::new();
     let mut chunk = vec![0u8; 65536];
     let mut latencies = Vec::new();
@@ -163,7 +165,8 @@ async fn observe(addr: String, ready: tokio::sync::mpsc::Sender<()>, expected: u
         let n = stream.read(&mut chunk).await.unwrap();
         assert!(n > 0, "the stream closed early");
         let received = now_ms();
-        buffer.extend_from_slice(&chunk[..n]);
+        raw.extend_from_slice(&chunk[..n]);
+        body.take(&mut raw, &mut buffer);
         // Scan the new complete lines for data events.
         while let Some(end) = buffer[scanned..].iter().position(|b| *b == b'\n') {
             let line = &buffer[scanned..scanned + end];
@@ -190,6 +193,41 @@ async fn observe(addr: String, ready: tokio::sync::mpsc::Sender<()>, expected: u
         }
     }
     latencies
+}
+
+/// The body of a chunked response, as its bytes arrive: an SSE event may
+/// span several chunks.
+#[derive(Default)]
+struct Dechunked {
+    /// The response head has been passed over.
+    in_body: bool,
+}
+
+impl Dechunked {
+    /// Moves every whole chunk's payload from `raw` to `body`.
+    fn take(&mut self, raw: &mut Vec<u8>, body: &mut Vec<u8>) {
+        let find = |bytes: &[u8], what: &[u8]| bytes.windows(what.len()).position(|w| w == what);
+        if !self.in_body {
+            let Some(end) = find(raw, b"\r\n\r\n") else {
+                return;
+            };
+            raw.drain(..end + 4);
+            self.in_body = true;
+        }
+        loop {
+            let Some(line) = find(raw, b"\r\n") else {
+                return;
+            };
+            let size = std::str::from_utf8(&raw[..line]).unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            let start = line + 2;
+            if raw.len() < start + size + 2 {
+                return;
+            }
+            body.extend_from_slice(&raw[start..start + size]);
+            raw.drain(..start + size + 2);
+        }
+    }
 }
 
 async fn run(n: usize) {
