@@ -19,8 +19,18 @@ pub const LOCK_FILE: &str = "lock";
 /// The state directory, held by this process until dropped.
 #[derive(Debug)]
 pub struct StateLock {
-    /// The directory, open and locked: closing it releases the lock.
-    _directory: File,
+    /// The directory, open and locked.
+    directory: File,
+}
+
+impl Drop for StateLock {
+    /// Unlocks before the descriptor closes. Closing alone would not do:
+    /// the lock belongs to the open directory, which a child forked at that
+    /// moment (an agent being started) also holds until its exec closes it.
+    fn drop(&mut self) {
+        // SAFETY: flock on the descriptor this lock owns.
+        unsafe { libc::flock(self.directory.as_raw_fd(), libc::LOCK_UN) };
+    }
 }
 
 impl StateLock {
@@ -53,9 +63,7 @@ impl StateLock {
         file.set_len(0)?;
         file.rewind()?;
         write!(file, "{}", std::process::id())?;
-        Ok(StateLock {
-            _directory: directory,
-        })
+        Ok(StateLock { directory })
     }
 }
 
@@ -84,6 +92,21 @@ mod tests {
         drop(first);
         let again = StateLock::acquire(&dir).unwrap();
         drop(again);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A process forked while the lock is held shares the open directory
+    /// until it execs; letting go must not wait for it.
+    #[test]
+    fn letting_go_frees_the_directory_while_a_copy_of_it_is_open() {
+        let dir = std::env::temp_dir().join(format!("murmur-lock-copy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lock = StateLock::acquire(&dir).unwrap();
+        // What a fork leaves in the child: the same open directory.
+        let copy = lock.directory.try_clone().unwrap();
+        drop(lock);
+        let again = StateLock::acquire(&dir).unwrap();
+        drop((again, copy));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
