@@ -1,6 +1,24 @@
 # shellcheck shell=bash
 # Shared by the bench scripts; source it.
 
+# need_wrk: installs wrk from Debian's packages when it is missing.
+need_wrk() {
+  if ! command -v wrk >/dev/null; then
+    apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null
+  fi
+}
+
+# door_binary: prints $MURMUR_DOOR_BIN, or builds this tree's murmur-door and
+# prints its path.
+door_binary() {
+  if [ -n "${MURMUR_DOOR_BIN:-}" ]; then
+    echo "$MURMUR_DOOR_BIN"
+  else
+    cargo build --release --bin murmur-door >/dev/null 2>&1
+    echo ./target/release/murmur-door
+  fi
+}
+
 # start_door BINARY LOG ARGS...: starts `BINARY serve ARGS...` in the
 # background with its stderr in LOG, waits for its url (10 s at most), and
 # sets $door_pid and $door_url.

@@ -15,14 +15,8 @@ shift || true
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(1000 10000 100000)
 
-if ! command -v wrk >/dev/null; then
-  apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null
-fi
-binary=${MURMUR_DOOR_BIN:-}
-if [ -z "$binary" ]; then
-  cargo build --release --bin murmur-door >/dev/null 2>&1
-  binary=./target/release/murmur-door
-fi
+need_wrk
+binary=$(door_binary)
 
 state=$(mktemp -d)
 trap 'kill ${door_pid:-} 2>/dev/null || true; rm -rf "$state"' EXIT

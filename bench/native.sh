@@ -15,9 +15,7 @@ seconds=${1:-5}
 connections=${2:-16}
 rounds=${3:-2}
 
-if ! command -v wrk >/dev/null; then
-  apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null
-fi
+need_wrk
 state=$(mktemp -d)
 trap 'kill ${door_pid:-} 2>/dev/null || true; rm -rf "$state"' EXIT
 cargo build --release --bin murmur-door --features native-door >/dev/null 2>&1

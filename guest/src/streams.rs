@@ -230,6 +230,8 @@ pub fn pump<I: Imports>(
         frames: stream.frames,
         ends_at: stream.follow.ends_at(),
     };
+    // Whether the stream ends after an event that wrote `state`.
+    let ends = |state: Option<TaskState>| state.is_some_and(|s| pass.ends_at.contains(&s));
     loop {
         let delivery = match imports.next_event(reader, HEARTBEAT_MS, &pass) {
             Next::Idle => {
@@ -251,10 +253,10 @@ pub fn pump<I: Imports>(
                     imports.keep_framed(reader, &framed);
                     framed
                 });
-                (framed, stream.follow.ends(state))
+                (framed, ends(state))
             }
             Delivery::Framed(framed) => {
-                let ends = stream.follow.ends(framed.state);
+                let ends = ends(framed.state);
                 (Some(framed), ends)
             }
             Delivery::Gap(after, through) | Delivery::Lagged(after, through) => {
@@ -312,12 +314,6 @@ impl Follow {
                 .collect(),
             Follow::Session => Vec::new(),
         }
-    }
-
-    /// Whether the stream ends after an event; `state` is what a status
-    /// event wrote.
-    fn ends(&self, state: Option<TaskState>) -> bool {
-        state.is_some_and(|state| self.ends_at().contains(&state))
     }
 }
 

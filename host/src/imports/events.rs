@@ -4,11 +4,11 @@
 //! task layer's [`Reader`] under the same handle. The bindings know only
 //! their marker type, so each call names the reader by the handle's rep.
 
+use std::time::Duration;
+
 use wasmtime::component::Resource;
 
 use super::DoorCtxView;
-use std::time::Duration;
-
 use crate::bindings::events::{Events, Host, HostEvents, OutputStream, Passed};
 use crate::bindings::task_store::{Caller, TaskError, TaskState};
 use crate::tasks::events::{Read, Reader};
@@ -48,7 +48,12 @@ impl Host for DoorCtxView<'_> {
     }
 
     fn session_events(&mut self, after: Option<u64>) -> wasmtime::Result<Resource<Events>> {
-        let reader = (self.ctx.session.tasks.session_events(after)).for_version(self.ctx.version);
+        let reader = self
+            .ctx
+            .session
+            .tasks
+            .session_events(after)
+            .for_version(self.ctx.version);
         Ok(handle(self.table.push(reader)?))
     }
 }

@@ -28,9 +28,10 @@
 //! channel the log bumps on every publish and on close.
 //!
 //! Framed once: the first stream of a door version to deliver an event keeps
-//! the StreamResponse it wrote for it beside the event
+//! the SSE event it wrote for it, its request id cut out, beside the event
 //! ([`Reader::keep_framed`]), and every later reader of that version gets
-//! those bytes (`framed`) instead of the event to render again. Each door
+//! those bytes (`framed`, or written by `pass-on`) instead of the event to
+//! render again. Each door
 //! version keeps its own: a swap never mixes two versions' framing.
 
 use std::collections::VecDeque;
@@ -206,7 +207,7 @@ struct Buffer {
     closed_at: Option<u64>,
 }
 
-/// A buffered event and the StreamResponses door versions framed it as.
+/// A buffered event and the SSE events door versions framed it as.
 struct Entry {
     event: Arc<Event>,
     /// At most one per door version.
