@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The wasm door beside the native baseline: the same rules compiled into the
 # host (cargo feature `native-door`, `serve --native-door`), on the same
-# server and imports, with no wasm. Each row runs the two in turn, `rounds`
-# times, and prints req/s and p50/p99 for each and the wasm door's share of
+# server and imports, with no wasm. The wasm door runs twice: as it serves
+# (instances kept between a caller's requests) and with a fresh instance per
+# request (`--idle-instances 0`). Each row runs the three in turn, `rounds`
+# times, and prints req/s and p50/p99 for each and each wasm door's share of
 # the native throughput.
 # Usage: bench/native.sh [seconds] [connections] [rounds]
 # Builds both binaries (the feature build is kept apart, under
@@ -37,10 +39,11 @@ LUA
 # row NAME PATH LUA: both doors, in turn, on a fresh state each.
 row() {
   local name=$1 path=$2 lua=$3
-  local -a wasm_rps native_rps
+  local -A sum=([wasm]=0 [fresh]=0 [native]=0)
   for round in $(seq "$rounds"); do
-    for kind in wasm native; do
+    for kind in wasm fresh native; do
       local binary=$wasm flags=()
+      [ "$kind" = fresh ] && flags=(--idle-instances 0)
       [ "$kind" = native ] && binary=$native flags=(--native-door)
       start_door "$binary" "$state/$kind.log" "$state/queue.yaml" --listen 127.0.0.1:0 \
         --state "$state/$kind-$name-$round" "${flags[@]}"
@@ -62,13 +65,12 @@ row() {
         exit 1
       fi
       printf '%-34s %-6s %10s req/s  p50 %-8s p99 %s\n' "$name" "$kind" "$rps" "$p50" "$p99"
-      [ "$kind" = wasm ] && wasm_rps+=("$rps") || native_rps+=("$rps")
+      sum[$kind]=$(awk -v s="${sum[$kind]}" -v r="$rps" 'BEGIN { print s + r }')
     done
   done
-  local ratio
-  ratio=$(awk -v w="${wasm_rps[*]}" -v n="${native_rps[*]}" \
-    'BEGIN { k = split(w, a); split(n, b); for (i = 1; i <= k; i++) { sw += a[i]; sn += b[i] }; printf "%.2f", sw / sn }')
-  printf '%-34s wasm ÷ native: %s\n' "$name" "$ratio"
+  printf '%-34s wasm ÷ native: %s, fresh instances ÷ native: %s\n' "$name" \
+    "$(awk -v w="${sum[wasm]}" -v n="${sum[native]}" 'BEGIN { printf "%.2f", w / n }')" \
+    "$(awk -v w="${sum[fresh]}" -v n="${sum[native]}" 'BEGIN { printf "%.2f", w / n }')"
 }
 
 echo "# the wasm door and the native baseline: wrk -t1 -c$connections -d${seconds}s, $rounds rounds, $(nproc) cores, $(date -u +%F)"

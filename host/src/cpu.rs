@@ -68,6 +68,13 @@ impl Meter {
         self.yielding.store(false, ORDER);
     }
 
+    /// Counts from nothing: for an instance kept from an earlier request.
+    pub fn start_over(&self) {
+        self.ran.store(0, ORDER);
+        self.poll_started.store(0, ORDER);
+        self.yielding.store(false, ORDER);
+    }
+
     fn poll_started(&self) {
         self.poll_started.store(now(), ORDER);
     }

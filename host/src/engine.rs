@@ -27,6 +27,10 @@ pub const EMBEDDED_DOOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/door.
 /// pool reserves 4 GiB of address space for every memory up front but only
 /// touches what a live instance uses.
 pub const MAX_INSTANCES: u32 = 1100;
+/// Door instances kept between requests across the host
+/// (`--idle-instances`, see `idle`): enough for the requests a few cores
+/// answer at once. The pool holds them beside `--max-instances`.
+pub const IDLE_INSTANCES: u32 = 16;
 /// Bytes of a door's linear memory its pool slot keeps resident between
 /// requests (see [`engine_for`]).
 pub const KEEP_RESIDENT: usize = 128 << 10;
@@ -95,13 +99,14 @@ impl Drop for EpochTicker {
 }
 
 /// The engine every door version runs on: the pooling allocator sized for
-/// [`MAX_INSTANCES`].
+/// [`MAX_INSTANCES`] and [`IDLE_INSTANCES`].
 pub fn engine() -> anyhow::Result<DoorEngine> {
-    engine_for(MAX_INSTANCES, MAX_MEMORY_BYTES)
+    engine_for(MAX_INSTANCES + IDLE_INSTANCES, MAX_MEMORY_BYTES)
 }
 
-/// The engine, its pool sized for `max_instances` door instances at once,
-/// each memory at most `max_memory_bytes`, with its epoch ticker.
+/// The engine, its pool sized for `max_instances` door instances at once
+/// (those requests hold and those kept idle), each memory at most
+/// `max_memory_bytes`, with its epoch ticker.
 pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result<DoorEngine> {
     // Without PAGEMAP_SCAN, keeping pages resident would memset the lowest
     // addresses of every memory (the door's unused stack) on each reset.

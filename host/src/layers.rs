@@ -25,6 +25,8 @@ const LAYERS: &[&[&str]] = &[
     // Versions of the door, and the operator's surface over them.
     &["swap"],
     &["control"],
+    // Door instances kept between requests of one caller.
+    &["idle"],
     // The listener and what it bounds; the native baseline it may answer
     // with (a benchmark-only build).
     &["admission", "body", "connections", "metrics", "native"],

@@ -1,5 +1,6 @@
 //! The wasmtime host of a Murmur capsule's door: it runs the door component
-//! sandboxed, one fresh instance per request, and answers its imports from
+//! sandboxed, each request in an instance of its own (kept for the same
+//! caller's next request, see [`idle`]), and answers its imports from
 //! the session it keeps.
 
 pub mod admission;
@@ -15,6 +16,7 @@ pub mod cpu;
 pub mod engine;
 pub mod host;
 pub mod host_control;
+pub mod idle;
 pub mod imports;
 pub mod manifest;
 pub mod memory;

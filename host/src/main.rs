@@ -110,6 +110,13 @@ struct DoorArgs {
     #[arg(long, value_name = "N", default_value_t = engine::MAX_INSTANCES,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_instances: u32,
+    /// Door instances kept between requests, across the host: an instance
+    /// whose request ended cleanly answers the next request of the same
+    /// caller (credential and address) without instantiating. 0 gives
+    /// every request a fresh instance.
+    #[arg(long, value_name = "N", default_value_t = engine::IDLE_INSTANCES,
+          value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub idle_instances: u32,
     /// Milliseconds a request's door may run without waiting (its wasm
     /// and the host calls it makes); a door past it is stopped and the
     /// request answered -32603 (or 500).
@@ -239,6 +246,7 @@ impl DoorArgs {
                 max_body_memory_bytes: self.max_body_memory_bytes,
                 max_connections: self.max_connections,
                 max_instances: self.max_instances,
+                idle_instances: self.idle_instances,
                 max_instances_per_caller: self.max_instances_per_caller,
                 instance_wait: Duration::from_millis(self.instance_wait_ms),
                 max_door_memory_bytes: (self.max_door_memory_mb as usize) << 20,
@@ -328,7 +336,10 @@ fn main() -> ExitCode {
 /// capsule starts on: the `--component` file or the embedded door.
 async fn load_door(settings: &Settings) -> anyhow::Result<(Door, String)> {
     let mut engine = engine::engine_for(
-        settings.http.max_instances,
+        settings
+            .http
+            .max_instances
+            .saturating_add(settings.http.idle_instances),
         settings.limits.max_memory_bytes,
     )?;
     if let Some(dir) = &settings.compile_cache {

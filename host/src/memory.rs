@@ -69,6 +69,9 @@ pub struct DoorMemory {
     per_instance: usize,
     pool: Arc<MemoryPool>,
     taken: usize,
+    /// Whether `taken` is counted in the pool: not while the instance is
+    /// kept idle.
+    counted: bool,
     refused: Arc<OnceLock<MemoryLimit>>,
 }
 
@@ -78,6 +81,7 @@ impl DoorMemory {
             per_instance,
             pool,
             taken: 0,
+            counted: true,
             refused: Arc::default(),
         }
     }
@@ -90,6 +94,35 @@ impl DoorMemory {
     /// Set once a limit refuses this door memory.
     pub fn refused(&self) -> Arc<OnceLock<MemoryLimit>> {
         self.refused.clone()
+    }
+
+    /// Forgets a refusal: for an instance kept from an earlier request
+    /// (none that was refused memory is kept).
+    pub fn start_over(&mut self) {
+        self.refused = Arc::default();
+    }
+
+    /// Gives what the door holds back to the pool while its instance is
+    /// kept idle: kept instances are bounded on their own, and must not
+    /// leave live doors short.
+    pub fn set_aside(&mut self) {
+        if self.counted {
+            self.pool.give(self.taken);
+            self.counted = false;
+        }
+    }
+
+    /// Counts what the door holds in the pool again, for an instance taken
+    /// back into use; false, and nothing counted, when the pool has not
+    /// that much free.
+    pub fn reclaim(&mut self) -> bool {
+        self.counted = self.counted || self.pool.take(self.taken);
+        self.counted
+    }
+
+    /// Bytes of linear memory the door holds now.
+    pub fn taken(&self) -> usize {
+        self.taken
     }
 }
 
@@ -138,7 +171,9 @@ impl wasmtime::ResourceLimiter for DoorMemory {
 
 impl Drop for DoorMemory {
     fn drop(&mut self) {
-        self.pool.give(self.taken);
+        if self.counted {
+            self.pool.give(self.taken);
+        }
     }
 }
 
@@ -163,6 +198,28 @@ mod tests {
         assert_eq!(pool.free(), 60);
         assert!(b.memory_growing(40, 60, None).unwrap());
         drop(b);
+        assert_eq!(pool.free(), 100);
+    }
+
+    /// A door set aside (its instance kept idle) counts nothing in the pool,
+    /// and counts again only when the pool has room for it.
+    #[test]
+    fn a_door_set_aside_holds_nothing_of_the_pool() {
+        let pool = MemoryPool::new(100);
+        let mut idle = DoorMemory::new(100, pool.clone());
+        assert!(idle.memory_growing(0, 60, None).unwrap());
+        idle.set_aside();
+        idle.set_aside();
+        assert_eq!(pool.free(), 100);
+        let mut live = DoorMemory::new(100, pool.clone());
+        assert!(live.memory_growing(0, 50, None).unwrap());
+        assert!(!idle.reclaim(), "60 bytes do not fit in the 50 free");
+        assert_eq!(pool.free(), 50);
+        drop(live);
+        assert!(idle.reclaim());
+        assert!(idle.reclaim());
+        assert_eq!(pool.free(), 40);
+        drop(idle);
         assert_eq!(pool.free(), 100);
     }
 }

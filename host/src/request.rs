@@ -78,6 +78,17 @@ impl RequestState {
     }
 }
 
+impl RequestState {
+    /// Whether its instance may answer another request of the same caller
+    /// (see `idle`): the door holds no host resource, was refused no
+    /// memory, and holds at most `max_memory` bytes of it.
+    pub fn reusable(&self, max_memory: usize) -> bool {
+        self.table.is_empty()
+            && self.memory.refused().get().is_none()
+            && self.memory.taken() <= max_memory
+    }
+}
+
 impl WasiView for RequestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
@@ -174,6 +185,17 @@ pub fn store(engine: &Engine, state: RequestState, limits: Limits) -> Store<Requ
         ))
     });
     store
+}
+
+/// Readies a store kept from an earlier request for the next: nothing
+/// changed, no CPU used, no memory refused, and its deadline at the next
+/// tick, as in a fresh [`store`].
+pub fn start_over(store: &mut Store<RequestState>) {
+    let state = store.data_mut();
+    state.door.changed = Arc::default();
+    state.memory.start_over();
+    state.cpu.start_over();
+    store.set_epoch_deadline(1);
 }
 
 /// What every request's store is made of: the session its imports answer

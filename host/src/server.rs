@@ -29,9 +29,10 @@ use crate::connections::{self, Busy, Connections, Throttled};
 use crate::control::{self, ControlToken};
 use crate::cpu;
 use crate::engine::{self, Door};
+use crate::idle::{Idle, Kept, Owner};
 use crate::memory::{self, MemoryLimit, MemoryPool};
 use crate::metrics::{self, Metrics};
-use crate::request::{Limits, Stores};
+use crate::request::{self, Limits, Stores};
 use crate::session::Session;
 use crate::swap::{self, Doors, Serving};
 
@@ -68,6 +69,9 @@ pub struct HttpLimits {
     /// Door instances alive at once; the engine's pool must hold one more
     /// (for a swap's trial instance).
     pub max_instances: u32,
+    /// Door instances kept between requests (see [`crate::idle`]); the
+    /// engine's pool holds them beside `max_instances`.
+    pub idle_instances: u32,
     pub max_instances_per_caller: u32,
     pub instance_wait: Duration,
     /// Bytes of linear memory all live door instances hold together.
@@ -85,6 +89,7 @@ impl Default for HttpLimits {
             max_body_memory_bytes: MAX_BODY_MEMORY_BYTES,
             max_connections: connections::MAX_CONNECTIONS,
             max_instances: engine::MAX_INSTANCES,
+            idle_instances: engine::IDLE_INSTANCES,
             max_instances_per_caller: admission::MAX_INSTANCES_PER_CALLER,
             instance_wait: admission::INSTANCE_WAIT,
             max_door_memory_bytes: memory::MAX_DOOR_MEMORY_BYTES,
@@ -101,6 +106,7 @@ pub struct Shared {
     bodies: BodyBudget,
     instances: Arc<Semaphore>,
     memory: Arc<MemoryPool>,
+    idle: Arc<Idle>,
 }
 
 impl Shared {
@@ -110,6 +116,7 @@ impl Shared {
             bodies: BodyBudget::new(http.max_body_memory_bytes),
             instances: Arc::new(Semaphore::new(http.max_instances as usize)),
             memory: MemoryPool::new(http.max_door_memory_bytes),
+            idle: Idle::new(http.idle_instances),
         }
     }
 
@@ -251,6 +258,12 @@ impl Server {
     /// whose session has closed and whose listener has stopped.
     pub fn shut(&self) {
         self.shut.send_replace(true);
+        self.shared.idle.forget(&self.stores.session);
+    }
+
+    /// The door instances kept between requests, across the host.
+    pub fn idle(&self) -> &Idle {
+        &self.shared.idle
     }
 
     /// A component to swap in is at most `max` bytes.
@@ -453,14 +466,13 @@ impl Server {
             return response.map(|body| Answer::whole(body).busy(busy, probe));
         }
         let cache = cacheable.then(|| serving.version());
+        let authorization = parts.headers.get(hyper::header::AUTHORIZATION);
         let caller = Caller::of(
             self.stores.session.capsule.authenticated,
-            parts
-                .headers
-                .get(hyper::header::AUTHORIZATION)
-                .map(|v| v.as_bytes()),
+            authorization.map(|v| v.as_bytes()),
             address,
         );
+        let owner = Owner::new(&self.stores.session, version, authorization, address);
         let limits = BodyLimits {
             max_bytes: self.http.max_body_bytes,
             timeout: self.http.body_timeout,
@@ -470,7 +482,7 @@ impl Server {
         let response = match self.admission.admit(caller).await {
             Ok(slot) => {
                 let request = Request::from_parts(parts, body);
-                match self.run(serving, request, slot, tally.clone()).await {
+                match self.run(serving, owner, request, slot, tally.clone()).await {
                     Ok(response) => match cache {
                         Some(live) => match live.card.keep(response).await {
                             Ok(kept) => kept.map(Answer::whole),
@@ -514,27 +526,34 @@ impl Server {
         })
     }
 
-    /// Runs a fresh door instance on a request whose body has been read,
-    /// outside any listener's limits (benchmarks, embedders).
+    /// Runs the door on a request whose body has been read, outside any
+    /// listener's limits (benchmarks, embedders). Its caller is its
+    /// `Authorization` from an unspecified address.
     pub async fn respond(&self, request: Request<Bytes>) -> Response<HyperOutgoingBody> {
         let (parts, body) = request.into_parts();
         let tally = Tally::of(&body);
         let body = Full::new(body).map_err(|never| -> wasmtime_wasi_http::Error { match never {} });
+        let serving = self.doors.serving();
+        let owner = Owner::new(
+            &self.stores.session,
+            serving.live().version,
+            parts.headers.get(hyper::header::AUTHORIZATION),
+            std::net::Ipv4Addr::UNSPECIFIED.into(),
+        );
         let request = Request::from_parts(parts, body);
         let slot = Slot::unlimited();
-        match self
-            .run(self.doors.serving(), request, slot, tally.clone())
-            .await
-        {
+        match self.run(serving, owner, request, slot, tally.clone()).await {
             Ok(response) => response.map(BodyExt::boxed_unsync),
             Err(failure) => failure.response(&tally),
         }
     }
 
-    /// Runs a fresh instance of the door version `serving` holds, in `slot`.
+    /// Runs an instance of the door version `serving` holds, in `slot`: one
+    /// kept from `owner`'s last request, or a fresh one.
     async fn run<B>(
         &self,
         serving: Serving,
+        owner: Owner,
         request: Request<B>,
         slot: Slot,
         tally: Tally,
@@ -575,8 +594,21 @@ impl Server {
         }
         let request = Request::from_parts(parts, body);
 
-        let mut store = self.stores.store(&serving.live().door.engine);
-        store.data_mut().door.version = serving.live().version;
+        let (mut store, proxy, uses) = match self.shared.idle.take(&owner) {
+            Some(Kept {
+                mut store,
+                proxy,
+                uses,
+            }) => {
+                request::start_over(&mut store);
+                (store, Some(proxy), uses)
+            }
+            None => {
+                let mut store = self.stores.store(&serving.live().door.engine);
+                store.data_mut().door.version = serving.live().version;
+                (store, None, 0)
+            }
+        };
         let memory = store.data().memory.refused();
         let changed = store.data().door.changed.clone();
         // Out of memory before it changed the session, the door refused the
@@ -608,24 +640,50 @@ impl Server {
         let held = tally.clone();
         let span = tracing::Span::current();
         let guard_span = span.clone();
+        let idle = self.shared.idle.clone();
+        let session = self.stores.session.clone();
         let task = tokio::spawn(
             async move {
                 let door = async {
-                    let pre = &serving.live().door.pre;
-                    let proxy = pre.instantiate_async(&mut store).await?;
+                    let proxy = match proxy {
+                        Some(proxy) => proxy,
+                        None => {
+                            serving
+                                .live()
+                                .door
+                                .pre
+                                .instantiate_async(&mut store)
+                                .await?
+                        }
+                    };
                     proxy
                         .wasi_http_incoming_handler()
                         .call_handle(&mut store, incoming, outparam)
-                        .await
+                        .await?;
+                    Ok::<_, wasmtime::Error>(proxy)
                 };
                 let answered = cpu::metered(&meter, door).await;
-                if let Err(trap) = &answered {
-                    // Before the store (and with it the body's sender) drops.
-                    let _ = failure.set(format!("{trap:#}"));
-                }
-                tracing::debug!(door = serving.live().version, "door instance done");
+                tracing::debug!(door = serving.live().version, uses, "door instance done");
+                let answered = match answered {
+                    // Kept for its caller's next request, unless the
+                    // session is closing.
+                    Ok(proxy) if !session.tasks.closing() => {
+                        let uses = uses + 1;
+                        idle.keep(owner, Kept { store, proxy, uses });
+                        Ok(())
+                    }
+                    Ok(_) => {
+                        drop(store);
+                        Ok(())
+                    }
+                    Err(trap) => {
+                        // Before the store (and with it the body's sender) drops.
+                        let _ = failure.set(format!("{trap:#}"));
+                        drop(store);
+                        Err(trap)
+                    }
+                };
                 // The instance and what its body took are released together.
-                drop(store);
                 held.release();
                 drop(slot);
                 answered

@@ -1,0 +1,399 @@
+//! Door instances kept between requests (`--idle-instances`).
+//!
+//! Instantiating a door and dropping its store is most of what a short
+//! request costs in wasm. So an instance whose request ended cleanly is kept,
+//! and the next request of the same caller, to the same capsule and door
+//! version, runs on it instead of on a fresh one.
+//!
+//! What one request leaves in the instance can be seen by no other caller:
+//!
+//! - an instance serves one [`Owner`] only: one credential (the exact
+//!   `Authorization` value) from one client address, of one session and
+//!   door version. Whatever its memory still holds came from that caller;
+//! - the door keeps no state of its own between requests: its rules hold
+//!   no statics (no `static`, `thread_local` or cell in `guest/`), so a
+//!   request starts from what the host's imports answer, as on a fresh
+//!   instance;
+//! - only a clean end is kept: a door that trapped (a loop stopped at
+//!   `--max-cpu-ms`, a memory refused, a crash) or that left a host
+//!   resource open is dropped with its store, as before;
+//! - an instance is kept for at most [`MAX_USES`] requests and while its
+//!   memory is at most [`MAX_KEPT_MEMORY`], so what a door leaks or
+//!   fragments stays bounded.
+//!
+//! `--idle-instances 0` gives every request a fresh instance, as a host
+//! without this did.
+//!
+//! What it costs: at most `--idle-instances` instances across the host
+//! (every capsule of a host draws on one count), each holding its pool
+//! slot, its fiber stack and at most [`MAX_KEPT_MEMORY`] of linear memory.
+//! The engine's pool has room for them beside `--max-instances`, and their
+//! memory is not counted in `--max-door-memory-mb` while they wait, so a
+//! kept instance never takes a slot or memory a live door needs; it counts
+//! again when taken back into use, and is dropped if the live doors have
+//! no room for it.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use hyper::header::HeaderValue;
+use wasmtime::Store;
+use wasmtime_wasi_http::p2::bindings::Proxy;
+
+use crate::request::RequestState;
+use crate::session::Session;
+
+pub use crate::engine::IDLE_INSTANCES;
+
+/// Requests one instance answers before it is dropped.
+pub const MAX_USES: u32 = 1000;
+/// An instance whose memory grew past this is not kept (a door answers a
+/// short request in its first 1.1 MiB).
+pub const MAX_KEPT_MEMORY: usize = 4 << 20;
+
+/// Whom a kept instance may serve: the same caller of the same capsule and
+/// door version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// The session's address: unique while a kept store holds the session.
+    session: usize,
+    version: u64,
+    authorization: Option<HeaderValue>,
+    address: IpAddr,
+}
+
+impl Owner {
+    pub fn new(
+        session: &Arc<Session>,
+        version: u64,
+        authorization: Option<&HeaderValue>,
+        address: IpAddr,
+    ) -> Owner {
+        Owner {
+            session: Arc::as_ptr(session) as usize,
+            version,
+            authorization: authorization.cloned(),
+            address,
+        }
+    }
+}
+
+/// An instance and its store, between two requests.
+pub struct Kept {
+    pub store: Store<RequestState>,
+    pub proxy: Proxy,
+    /// Requests it has answered.
+    pub uses: u32,
+}
+
+/// The instances kept idle, oldest first.
+pub struct Idle {
+    max: usize,
+    kept: Mutex<VecDeque<(Owner, Kept)>>,
+}
+
+impl Idle {
+    /// At most `max` instances kept; 0 keeps none.
+    pub fn new(max: u32) -> Arc<Idle> {
+        Arc::new(Idle {
+            max: max as usize,
+            kept: Mutex::default(),
+        })
+    }
+
+    /// The instance kept last for `owner`, if any, its memory counted
+    /// among the live doors' again; None, and the instance dropped, when
+    /// they have no room for it.
+    pub fn take(&self, owner: &Owner) -> Option<Kept> {
+        if self.max == 0 {
+            return None;
+        }
+        let mut instance = {
+            let mut kept = self.lock();
+            let at = kept.iter().rposition(|(o, _)| o == owner)?;
+            kept.remove(at).map(|(_, k)| k)?
+        };
+        instance
+            .store
+            .data_mut()
+            .memory
+            .reclaim()
+            .then_some(instance)
+    }
+
+    /// Keeps `instance`, which has just answered a request of `owner`
+    /// cleanly, if it may be kept; the oldest kept instance makes room,
+    /// and so do the session's instances of another door version.
+    pub fn keep(&self, owner: Owner, mut instance: Kept) {
+        if self.max == 0
+            || instance.uses >= MAX_USES
+            || !instance.store.data().reusable(MAX_KEPT_MEMORY)
+        {
+            return;
+        }
+        instance.store.data_mut().memory.set_aside();
+        let mut dropped = Vec::new();
+        {
+            let mut kept = self.lock();
+            let mut at = 0;
+            while at < kept.len() {
+                let other = &kept[at].0;
+                if other.session == owner.session && other.version != owner.version {
+                    dropped.extend(kept.remove(at));
+                } else {
+                    at += 1;
+                }
+            }
+            if kept.len() >= self.max {
+                dropped.extend(kept.pop_front());
+            }
+            kept.push_back((owner, instance));
+        }
+        // Stores are dropped (their memory reset) outside the lock.
+        drop(dropped);
+    }
+
+    /// Drops every instance kept for `session`: for a session that closes.
+    pub fn forget(&self, session: &Arc<Session>) {
+        let session = Arc::as_ptr(session) as usize;
+        let dropped: Vec<_> = {
+            let mut kept = self.lock();
+            let (theirs, others): (Vec<_>, Vec<_>) = std::mem::take(&mut *kept)
+                .into_iter()
+                .partition(|(o, _)| o.session == session);
+            *kept = others.into();
+            theirs
+        };
+        drop(dropped);
+    }
+
+    /// Instances kept now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(Owner, Kept)>> {
+        // A panic while holding the lock leaves the list whole.
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+
+    use crate::engine::{self, Door};
+    use crate::manifest::Manifest;
+    use crate::request::Limits;
+    use crate::server::{HttpLimits, Server};
+
+    fn session() -> Arc<Session> {
+        let manifest =
+            Manifest::parse("name: m\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n")
+                .unwrap();
+        Arc::new(Session::launch(&manifest, "http://127.0.0.1:1".into()).unwrap())
+    }
+
+    fn door() -> Door {
+        Door::load(&engine::engine().unwrap(), engine::EMBEDDED_DOOR).unwrap()
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// A JSON-RPC request from the caller holding `token`.
+    fn rpc(token: &str, body: &str) -> hyper::Request<Bytes> {
+        hyper::Request::post("/")
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .header("authorization", format!("Bearer {token}"))
+            .body(Bytes::from(body.to_string()))
+            .unwrap()
+    }
+
+    /// Status, headers and body of `server`'s answer to `request`.
+    async fn answer(server: &Server, request: hyper::Request<Bytes>) -> (u16, String, Bytes) {
+        let response = server.respond(request).await;
+        let status = response.status().as_u16();
+        let headers = format!("{:?}", response.headers());
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, headers, body)
+    }
+
+    /// (token, uses) of each kept instance, oldest first.
+    fn kept(idle: &Idle) -> Vec<(Option<HeaderValue>, u64, u32)> {
+        idle.lock()
+            .iter()
+            .map(|(o, k)| (o.authorization.clone(), o.version, k.uses))
+            .collect()
+    }
+
+    fn bearer(token: &str) -> Option<HeaderValue> {
+        Some(HeaderValue::from_str(&format!("Bearer {token}")).unwrap())
+    }
+
+    const REFUSED: &str = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#;
+
+    /// An instance answers its own caller's next requests, and no one
+    /// else's: another credential gets an instance of its own.
+    #[test]
+    fn a_kept_instance_serves_only_its_own_caller() {
+        let runtime = runtime();
+        let server = Server::new(door(), session());
+        runtime.block_on(async {
+            answer(&server, rpc("a", REFUSED)).await;
+            answer(&server, rpc("a", REFUSED)).await;
+            assert_eq!(kept(server.idle()), [(bearer("a"), 1, 2)]);
+            answer(&server, rpc("b", REFUSED)).await;
+            assert_eq!(
+                kept(server.idle()),
+                [(bearer("a"), 1, 2), (bearer("b"), 1, 1)]
+            );
+            answer(&server, rpc("a", REFUSED)).await;
+            assert_eq!(
+                kept(server.idle()),
+                [(bearer("b"), 1, 1), (bearer("a"), 1, 3)]
+            );
+        });
+    }
+
+    /// A request answered on a kept instance is answered byte for byte as
+    /// on a fresh one (`--idle-instances 0`), whatever came before it.
+    #[test]
+    fn a_kept_instance_answers_as_a_fresh_one() {
+        let runtime = runtime();
+        let session = session();
+        let door = door();
+        let kept_server = Server::new(door.clone(), session.clone());
+        let fresh = Server::new(door, session).with_http_limits(HttpLimits {
+            idle_instances: 0,
+            ..HttpLimits::default()
+        });
+        let requests = || {
+            let card = hyper::Request::get("/.well-known/agent-card.json")
+                .header("if-none-match", "\"never\"")
+                .body(Bytes::new())
+                .unwrap();
+            let mut unversioned = rpc(
+                "a",
+                r#"{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{"id":"tsk_1"}}"#,
+            );
+            unversioned.headers_mut().remove("a2a-version");
+            vec![
+                rpc("a", REFUSED),
+                rpc("a", "{not json"),
+                card,
+                rpc(
+                    "a",
+                    r#"{"jsonrpc":"2.0","id":"x","method":"GetTask","params":{"id":"tsk_0"}}"#,
+                ),
+                unversioned,
+                rpc(
+                    "a",
+                    r#"{"jsonrpc":"2.0","id":3,"method":"ListTasks","params":{"pageSize":5}}"#,
+                ),
+                rpc(
+                    "a",
+                    r#"{"jsonrpc":"2.0","id":4,"method":"SendMessage","params":{}}"#,
+                ),
+            ]
+        };
+        runtime.block_on(async {
+            for _ in 0..3 {
+                for (k, f) in requests().into_iter().zip(requests()) {
+                    let (kept_answer, fresh_answer) =
+                        (answer(&kept_server, k).await, answer(&fresh, f).await);
+                    assert_eq!(kept_answer, fresh_answer);
+                }
+            }
+        });
+        assert!(fresh.idle().is_empty());
+        // The card (no credential) and the rest (token a) each ran on one
+        // instance throughout.
+        let uses: Vec<u32> = kept(kept_server.idle()).iter().map(|k| k.2).collect();
+        assert_eq!(uses, [3, 18]);
+    }
+
+    /// A door that failed (here refused memory past `--max-memory-mb`) is
+    /// not kept, nor is one whose memory grew past MAX_KEPT_MEMORY; the
+    /// caller's next request runs on a fresh instance, answered as usual.
+    #[test]
+    fn a_door_that_failed_or_grew_is_not_kept() {
+        let runtime = runtime();
+        let server = Server::new(door(), session()).with_limits(Limits {
+            max_memory_bytes: 3 << 20,
+            ..Limits::default()
+        });
+        runtime.block_on(async {
+            let huge = "x".repeat(4 << 20);
+            let (status, _, _) = answer(&server, rpc("a", &huge)).await;
+            assert_eq!(status, 413);
+            assert!(server.idle().is_empty());
+            let (status, _, _) = answer(&server, rpc("a", REFUSED)).await;
+            assert_eq!(status, 200);
+            assert_eq!(kept(server.idle()), [(bearer("a"), 1, 1)]);
+        });
+        let server = Server::new(door(), session());
+        runtime.block_on(async {
+            let big = "x".repeat(MAX_KEPT_MEMORY);
+            let (status, _, _) = answer(&server, rpc("a", &big)).await;
+            assert_eq!(status, 200, "a parse error");
+            assert!(server.idle().is_empty());
+        });
+    }
+
+    /// The host keeps at most `--idle-instances`, dropping the oldest; a
+    /// kept instance counts nothing against `--max-door-memory-mb`.
+    #[test]
+    fn at_most_idle_instances_are_kept_and_their_memory_is_set_aside() {
+        let runtime = runtime();
+        let server = Server::new(door(), session()).with_http_limits(HttpLimits {
+            idle_instances: 2,
+            ..HttpLimits::default()
+        });
+        let total = server.stores.memory.free();
+        runtime.block_on(async {
+            for token in ["a", "b", "c"] {
+                answer(&server, rpc(token, REFUSED)).await;
+            }
+        });
+        assert_eq!(
+            kept(server.idle()),
+            [(bearer("b"), 1, 1), (bearer("c"), 1, 1)]
+        );
+        assert_eq!(server.stores.memory.free(), total);
+    }
+
+    /// A new door version does not run on the old one's instances, and
+    /// drops them; a session that closes keeps none.
+    #[test]
+    fn a_swap_or_a_close_drops_what_was_kept() {
+        let runtime = runtime();
+        let door = door();
+        let server = Server::new(door.clone(), session());
+        runtime.block_on(async {
+            answer(&server, rpc("a", REFUSED)).await;
+            answer(&server, rpc("b", REFUSED)).await;
+            server.doors.install(door, "the same door again".into());
+            answer(&server, rpc("a", REFUSED)).await;
+            assert_eq!(kept(server.idle()), [(bearer("a"), 2, 1)]);
+            server.shut();
+            assert!(server.idle().is_empty());
+            server.stores.session.close();
+            answer(&server, rpc("a", REFUSED)).await;
+            assert!(server.idle().is_empty());
+        });
+    }
+}
