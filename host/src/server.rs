@@ -618,7 +618,7 @@ impl Server {
                 .then(|| memory.get().copied())
                 .flatten()
         };
-        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let (sender, mut receiver) = tokio::sync::oneshot::channel();
         let incoming = store
             .data_mut()
             .http()
@@ -630,10 +630,12 @@ impl Server {
             .new_response_outparam(sender)
             .map_err(Failure::host)?;
 
-        // The door runs in its own task so a body it streams can outlive the
-        // response head. The task holds the door version until the guest
-        // returns, after the body's last write: a stream opened on one
-        // version finishes on it, whatever was swapped in meanwhile.
+        // The door runs on the request's task until it answers (see
+        // `DoorRun`); one still running then goes on in a task of its own, so
+        // a body it streams can outlive the response head. The run holds the
+        // door version until the guest returns, after the body's last write:
+        // a stream opened on one version finishes on it, whatever was
+        // swapped in meanwhile.
         let meter = store.data().cpu.clone();
         let failed = Failed::default();
         let failure = failed.clone();
@@ -642,7 +644,7 @@ impl Server {
         let guard_span = span.clone();
         let idle = self.shared.idle.clone();
         let session = self.stores.session.clone();
-        let task = tokio::spawn(
+        let mut door = DoorRun::new(
             async move {
                 let door = async {
                     let proxy = match proxy {
@@ -691,11 +693,18 @@ impl Server {
             .instrument(span),
         );
 
-        match receiver.await {
+        let (head, done) = tokio::select! {
+            biased;
+            // A door that returned has answered or never will.
+            done = &mut door => (receiver.await, Some(done)),
+            head = &mut receiver => (head, None),
+        };
+        match head {
             Ok(Ok(response)) => {
+                let task = done.is_none().then(|| door.detach()).flatten();
                 let door = DoorBody {
                     failed,
-                    task: Some(task.abort_handle()),
+                    task: task.map(|task| task.abort_handle()),
                     span: guard_span,
                 };
                 Ok(response.map(|body| Answer {
@@ -711,14 +720,71 @@ impl Server {
                 memory(),
             )),
             Err(_) => {
-                let why = match task.await {
-                    Ok(Ok(())) => "the door returned without answering".to_string(),
-                    Ok(Err(trap)) => format!("{trap:#}"),
-                    Err(join) => format!("the door's task failed: {join}"),
+                let done = match done {
+                    Some(done) => done,
+                    None => door.await,
+                };
+                let why = match done {
+                    Ok(()) => "the door returned without answering".to_string(),
+                    Err(trap) => format!("{trap:#}"),
                 };
                 Err(Failure::Guest(why, memory()))
             }
         }
+    }
+}
+
+/// A door's run on one request. It is polled on the request's own task, so
+/// a door that answers and returns at once (most requests) costs no task
+/// and no wake of another thread. A door still running once its head is
+/// out (a body it streams), or when the request is dropped before its head
+/// (the client left), goes on in a task of its own: a door always runs to
+/// its end, as it would with no client.
+struct DoorRun {
+    run: Option<Pin<Box<dyn Future<Output = wasmtime::Result<()>> + Send>>>,
+}
+
+impl DoorRun {
+    fn new(run: impl Future<Output = wasmtime::Result<()>> + Send + 'static) -> DoorRun {
+        DoorRun {
+            run: Some(Box::pin(run)),
+        }
+    }
+
+    /// The rest of the run in a task of its own; None once it has ended.
+    fn detach(&mut self) -> Option<tokio::task::JoinHandle<wasmtime::Result<()>>> {
+        let run = self.run.take()?;
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        Some(runtime.spawn(run))
+    }
+}
+
+impl Future for DoorRun {
+    type Output = wasmtime::Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(run) = self.run.as_mut() else {
+            return Poll::Ready(Err(wasmtime::Error::msg(
+                "the door's run was polled after it ended",
+            )));
+        };
+        // A panic in the host's code for the door fails its request, as it
+        // fails a task of its own, and not the connection.
+        let polled =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run.as_mut().poll(cx)))
+                .unwrap_or_else(|_| {
+                    Poll::Ready(Err(wasmtime::Error::msg("the door's run panicked")))
+                });
+        if polled.is_ready() {
+            self.run = None;
+        }
+        polled
+    }
+}
+
+impl Drop for DoorRun {
+    fn drop(&mut self) {
+        drop(self.detach());
     }
 }
 
@@ -1071,7 +1137,44 @@ fn plain(status: StatusCode, body: serde_json::Value) -> Response<HyperOutgoingB
 
 #[cfg(test)]
 mod tests {
-    use super::clipped;
+    use super::{DoorRun, clipped};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    /// A run dropped before its end (its client left before the head) goes
+    /// on to its end in a task of its own; one that ended leaves nothing.
+    #[tokio::test]
+    async fn a_door_run_dropped_early_still_runs_to_its_end() {
+        let ended = Arc::new(AtomicBool::new(false));
+        let flag = ended.clone();
+        let mut run = DoorRun::new(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            flag.store(true, Ordering::SeqCst);
+            Ok(())
+        });
+        // Polled once on the request's task, then dropped.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(1), &mut run)
+                .await
+                .is_err()
+        );
+        drop(run);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(ended.load(Ordering::SeqCst));
+
+        let mut run = DoorRun::new(async { Ok(()) });
+        (&mut run).await.unwrap();
+        assert!(run.detach().is_none());
+    }
+
+    /// A panic in the run fails the request, not the connection's task.
+    #[tokio::test]
+    async fn a_door_run_that_panics_fails_its_request() {
+        let run = DoorRun::new(async { panic!("a bug in the host") });
+        let failed = run.await.unwrap_err();
+        assert_eq!(failed.to_string(), "the door's run panicked");
+    }
 
     #[test]
     fn a_long_reason_is_clipped_for_the_log() {
