@@ -2,18 +2,21 @@
 //!
 //! Instantiating a door and dropping its store is most of what a short
 //! request costs in wasm. So an instance whose request ended cleanly is kept,
-//! and the next request of the same caller, to the same capsule and door
-//! version, runs on it instead of on a fresh one.
+//! and the next request of the same caller to the same door runs on it
+//! instead of on a fresh one. In a host of capsules, that request may be to
+//! another capsule serving the same compiled door: the store is given that
+//! capsule's session before the door runs.
 //!
 //! What one request leaves in the instance can be seen by no other caller:
 //!
 //! - an instance serves one [`Owner`] only: one credential (the exact
-//!   `Authorization` value) from one client address, of one session and
-//!   door version. Whatever its memory still holds came from that caller;
-//! - the door keeps no state of its own between requests: its rules hold
-//!   no statics (no `static`, `thread_local` or cell in `guest/`), so a
-//!   request starts from what the host's imports answer, as on a fresh
-//!   instance;
+//!   `Authorization` value) from one client address. Whatever its memory
+//!   still holds came from that caller's own requests;
+//! - the door keeps no state of its own between requests: `guest/` holds
+//!   no `static`, `thread_local` or lazily set global (a test here reads
+//!   its sources), so a request starts from what the host's imports answer,
+//!   as on a fresh instance, and the store's own state (session, meters,
+//!   limits' refusals, deadline) is set anew before each request;
 //! - only a clean end is kept: a door that trapped (a loop stopped at
 //!   `--max-cpu-ms`, a memory refused, a crash) or that left a host
 //!   resource open is dropped with its store, as before;
@@ -21,8 +24,8 @@
 //!   memory is at most [`MAX_KEPT_MEMORY`], so what a door leaks or
 //!   fragments stays bounded.
 //!
-//! `--idle-instances 0` gives every request a fresh instance, as a host
-//! without this did.
+//! `--idle-instances 0` gives every request a fresh instance, for
+//! comparison.
 //!
 //! What it costs: at most `--idle-instances` instances across the host
 //! (every capsule of a host draws on one count), each holding its pool
@@ -41,7 +44,8 @@ use hyper::header::HeaderValue;
 use wasmtime::Store;
 use wasmtime_wasi_http::p2::bindings::Proxy;
 
-use crate::request::RequestState;
+use crate::engine::Door;
+use crate::request::{Limits, RequestState};
 use crate::session::Session;
 
 pub use crate::engine::IDLE_INSTANCES;
@@ -52,27 +56,27 @@ pub const MAX_USES: u32 = 1000;
 /// short request in its first 1.1 MiB).
 pub const MAX_KEPT_MEMORY: usize = 4 << 20;
 
-/// Whom a kept instance may serve: the same caller of the same capsule and
-/// door version.
+/// Whom a kept instance may serve: the same caller, of a door compiled from
+/// the same component, under the same limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Owner {
-    /// The session's address: unique while a kept store holds the session.
-    session: usize,
-    version: u64,
+    /// The door's digest (one engine per host compiles a digest once).
+    door: String,
+    limits: Limits,
     authorization: Option<HeaderValue>,
     address: IpAddr,
 }
 
 impl Owner {
     pub fn new(
-        session: &Arc<Session>,
-        version: u64,
+        door: &Door,
+        limits: Limits,
         authorization: Option<&HeaderValue>,
         address: IpAddr,
     ) -> Owner {
         Owner {
-            session: Arc::as_ptr(session) as usize,
-            version,
+            door: door.digest.clone(),
+            limits,
             authorization: authorization.cloned(),
             address,
         }
@@ -123,8 +127,7 @@ impl Idle {
     }
 
     /// Keeps `instance`, which has just answered a request of `owner`
-    /// cleanly, if it may be kept; the oldest kept instance makes room,
-    /// and so do the session's instances of another door version.
+    /// cleanly, if it may be kept; the oldest kept instance makes room.
     pub fn keep(&self, owner: Owner, mut instance: Kept) {
         if self.max == 0
             || instance.uses >= MAX_USES
@@ -133,35 +136,24 @@ impl Idle {
             return;
         }
         instance.store.data_mut().memory.set_aside();
-        let mut dropped = Vec::new();
-        {
+        let oldest = {
             let mut kept = self.lock();
-            let mut at = 0;
-            while at < kept.len() {
-                let other = &kept[at].0;
-                if other.session == owner.session && other.version != owner.version {
-                    dropped.extend(kept.remove(at));
-                } else {
-                    at += 1;
-                }
-            }
-            if kept.len() >= self.max {
-                dropped.extend(kept.pop_front());
-            }
+            let oldest = (kept.len() >= self.max).then(|| kept.pop_front()).flatten();
             kept.push_back((owner, instance));
-        }
-        // Stores are dropped (their memory reset) outside the lock.
-        drop(dropped);
+            oldest
+        };
+        // A store is dropped (its memory reset) outside the lock.
+        drop(oldest);
     }
 
-    /// Drops every instance kept for `session`: for a session that closes.
+    /// Drops every instance whose store holds `session` (its last request
+    /// was to it): for a session that closes, so that nothing keeps it open.
     pub fn forget(&self, session: &Arc<Session>) {
-        let session = Arc::as_ptr(session) as usize;
         let dropped: Vec<_> = {
             let mut kept = self.lock();
             let (theirs, others): (Vec<_>, Vec<_>) = std::mem::take(&mut *kept)
                 .into_iter()
-                .partition(|(o, _)| o.session == session);
+                .partition(|(_, k)| Arc::ptr_eq(&k.store.data().door.session, session));
             *kept = others.into();
             theirs
         };
@@ -193,12 +185,17 @@ mod tests {
     use crate::engine::{self, Door};
     use crate::manifest::Manifest;
     use crate::request::Limits;
-    use crate::server::{HttpLimits, Server};
+    use crate::server::{HttpLimits, Server, Shared};
 
     fn session() -> Arc<Session> {
-        let manifest =
-            Manifest::parse("name: m\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n")
-                .unwrap();
+        named("m")
+    }
+
+    fn named(name: &str) -> Arc<Session> {
+        let manifest = Manifest::parse(&format!(
+            "name: {name}\nversion: 0.1.0\nlifecycle: {{task_acceptance: queue}}\n"
+        ))
+        .unwrap();
         Arc::new(Session::launch(&manifest, "http://127.0.0.1:1".into()).unwrap())
     }
 
@@ -232,11 +229,12 @@ mod tests {
         (status, headers, body)
     }
 
-    /// (token, uses) of each kept instance, oldest first.
+    /// (Authorization, door version last served, uses) of each kept
+    /// instance, oldest first.
     fn kept(idle: &Idle) -> Vec<(Option<HeaderValue>, u64, u32)> {
         idle.lock()
             .iter()
-            .map(|(o, k)| (o.authorization.clone(), o.version, k.uses))
+            .map(|(o, k)| (o.authorization.clone(), k.store.data().door.version, k.uses))
             .collect()
     }
 
@@ -245,6 +243,59 @@ mod tests {
     }
 
     const REFUSED: &str = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#;
+
+    /// The door's sources declare no global a request could leave state in:
+    /// no `static` item (a `&'static` lifetime is no global), no
+    /// `thread_local!`, no lazily set cell.
+    #[test]
+    fn the_door_declares_no_global_state() {
+        fn sources(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    sources(&path, found);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    found.push(path);
+                }
+            }
+        }
+        let mut files = Vec::new();
+        sources(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest/src"),
+            &mut files,
+        );
+        assert!(files.len() > 10, "{files:?}");
+        let global = |line: &str| {
+            let code = line.split("//").next().unwrap_or("").replace("'static", "");
+            let words: Vec<&str> = code
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .collect();
+            [
+                "static",
+                "thread_local",
+                "OnceLock",
+                "OnceCell",
+                "LazyLock",
+                "lazy_static",
+            ]
+            .iter()
+            .any(|name| words.contains(name))
+        };
+        let mut found = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                if global(line) {
+                    found.push(format!("{}:{}: {line}", file.display(), n + 1));
+                }
+            }
+        }
+        assert!(found.is_empty(), "{found:#?}");
+        assert!(global("static CACHE: Mutex<u8> = Mutex::new(0);"));
+        assert!(global("    thread_local! {"));
+        assert!(!global("pub reason: &'static str,"));
+        assert!(global("static NAME: &'static str = \"door\";"));
+    }
 
     /// An instance answers its own caller's next requests, and no one
     /// else's: another credential gets an instance of its own.
@@ -376,24 +427,82 @@ mod tests {
         assert_eq!(server.stores.memory.free(), total);
     }
 
-    /// A new door version does not run on the old one's instances, and
-    /// drops them; a session that closes keeps none.
+    /// An instance serves the door version live now: one of the same
+    /// component is taken by it, one of another component is not (and is
+    /// dropped in its turn). A session that closes keeps none.
     #[test]
-    fn a_swap_or_a_close_drops_what_was_kept() {
+    fn a_swap_or_a_close_is_followed() {
         let runtime = runtime();
         let door = door();
         let server = Server::new(door.clone(), session());
         runtime.block_on(async {
             answer(&server, rpc("a", REFUSED)).await;
             answer(&server, rpc("b", REFUSED)).await;
-            server.doors.install(door, "the same door again".into());
+            server
+                .doors
+                .install(door.clone(), "the same door again".into());
             answer(&server, rpc("a", REFUSED)).await;
-            assert_eq!(kept(server.idle()), [(bearer("a"), 2, 1)]);
+            assert_eq!(
+                kept(server.idle()),
+                [(bearer("b"), 1, 1), (bearer("a"), 2, 2)]
+            );
+            let mut other = door.clone();
+            other.digest = "sha256:another".into();
+            server.doors.install(other, "another door".into());
+            answer(&server, rpc("a", REFUSED)).await;
+            assert_eq!(
+                kept(server.idle()),
+                [
+                    (bearer("b"), 1, 1),
+                    (bearer("a"), 2, 2),
+                    (bearer("a"), 3, 1)
+                ]
+            );
             server.shut();
             assert!(server.idle().is_empty());
             server.stores.session.close();
             answer(&server, rpc("a", REFUSED)).await;
             assert!(server.idle().is_empty());
         });
+    }
+
+    /// In a host, a caller's instance serves its next request to another
+    /// capsule of the same door, answering from that capsule's session
+    /// exactly as a fresh instance would.
+    #[test]
+    fn a_kept_instance_follows_its_caller_across_capsules() {
+        let runtime = runtime();
+        let door = door();
+        let shared = Shared::new(&HttpLimits::default());
+        let alpha = Server::new(door.clone(), named("alpha")).in_host(shared.clone(), 8);
+        let beta = Server::new(door.clone(), named("beta")).in_host(shared.clone(), 8);
+        let fresh = Server::new(door, beta.stores.session.clone()).with_http_limits(HttpLimits {
+            idle_instances: 0,
+            ..HttpLimits::default()
+        });
+        let card = || {
+            let mut request = rpc("a", "");
+            *request.method_mut() = hyper::Method::GET;
+            *request.uri_mut() = "/.well-known/agent-card.json".parse().unwrap();
+            request
+                .headers_mut()
+                .insert("if-none-match", HeaderValue::from_static("\"never\""));
+            request
+        };
+        runtime.block_on(async {
+            answer(&alpha, card()).await;
+            let (status, headers, body) = answer(&beta, card()).await;
+            assert_eq!(kept(beta.idle()), [(bearer("a"), 1, 2)]);
+            assert_eq!(
+                (status, headers, body.clone()),
+                answer(&fresh, card()).await
+            );
+            assert!(String::from_utf8_lossy(&body).contains(r#""name":"beta""#));
+        });
+        // The store holds beta's session now: closing alpha drops nothing.
+        alpha.shut();
+        assert_eq!(beta.idle().len(), 1);
+        beta.shut();
+        assert!(beta.idle().is_empty());
     }
 }

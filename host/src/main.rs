@@ -112,8 +112,8 @@ struct DoorArgs {
     pub max_instances: u32,
     /// Door instances kept between requests, across the host: an instance
     /// whose request ended cleanly answers the next request of the same
-    /// caller (credential and address) without instantiating. 0 gives
-    /// every request a fresh instance.
+    /// caller (credential and address) to the same door without
+    /// instantiating. 0 gives every request a fresh instance.
     #[arg(long, value_name = "N", default_value_t = engine::IDLE_INSTANCES,
           value_parser = clap::value_parser!(u32).range(0..=10_000))]
     pub idle_instances: u32,

@@ -18,7 +18,7 @@ use crate::memory::{self, DoorMemory, MemoryPool};
 use crate::session::Session;
 
 /// What one request's store may use.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Bytes of linear memory per request.
     pub max_memory_bytes: usize,
@@ -187,12 +187,14 @@ pub fn store(engine: &Engine, state: RequestState, limits: Limits) -> Store<Requ
     store
 }
 
-/// Readies a store kept from an earlier request for the next: nothing
+/// Readies a store kept from an earlier request for the next, which its
+/// imports answer from `session` as door version `version`: nothing
 /// changed, no CPU used, no memory refused, and its deadline at the next
 /// tick, as in a fresh [`store`].
-pub fn start_over(store: &mut Store<RequestState>) {
+pub fn start_over(store: &mut Store<RequestState>, session: Arc<Session>, version: u64) {
     let state = store.data_mut();
-    state.door.changed = Arc::default();
+    state.door = DoorCtx::new(session);
+    state.door.version = version;
     state.memory.start_over();
     state.cpu.start_over();
     store.set_epoch_deadline(1);

@@ -472,7 +472,12 @@ impl Server {
             authorization.map(|v| v.as_bytes()),
             address,
         );
-        let owner = Owner::new(&self.stores.session, version, authorization, address);
+        let owner = Owner::new(
+            &serving.live().door,
+            self.stores.limits,
+            authorization,
+            address,
+        );
         let limits = BodyLimits {
             max_bytes: self.http.max_body_bytes,
             timeout: self.http.body_timeout,
@@ -535,8 +540,8 @@ impl Server {
         let body = Full::new(body).map_err(|never| -> wasmtime_wasi_http::Error { match never {} });
         let serving = self.doors.serving();
         let owner = Owner::new(
-            &self.stores.session,
-            serving.live().version,
+            &serving.live().door,
+            self.stores.limits,
             parts.headers.get(hyper::header::AUTHORIZATION),
             std::net::Ipv4Addr::UNSPECIFIED.into(),
         );
@@ -600,7 +605,8 @@ impl Server {
                 proxy,
                 uses,
             }) => {
-                request::start_over(&mut store);
+                let session = self.stores.session.clone();
+                request::start_over(&mut store, session, serving.live().version);
                 (store, Some(proxy), uses)
             }
             None => {
