@@ -34,7 +34,9 @@
 //! memory is not counted in `--max-door-memory-mb` while they wait, so a
 //! kept instance never takes a slot or memory a live door needs; it counts
 //! again when taken back into use, and is dropped if the live doors have
-//! no room for it.
+//! no room for it. (An embedder's engine sized without room for them is
+//! served all the same: a request that finds the pool full drops the kept
+//! instances and instantiates again.)
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -158,6 +160,13 @@ impl Idle {
             theirs
         };
         drop(dropped);
+    }
+
+    /// Drops every kept instance, and says how many there were: for a pool
+    /// that has no slot left for a request.
+    pub fn clear(&self) -> usize {
+        let dropped = std::mem::take(&mut *self.lock());
+        dropped.len()
     }
 
     /// Instances kept now.
@@ -464,6 +473,29 @@ mod tests {
             answer(&server, rpc("a", REFUSED)).await;
             assert!(server.idle().is_empty());
         });
+    }
+
+    /// A pool sized without room for kept instances (an embedder's engine)
+    /// still serves every request: when it is full, the kept instances are
+    /// dropped to make room.
+    #[test]
+    fn kept_instances_give_way_to_a_request() {
+        let runtime = runtime();
+        // Two slots: one request's, and one for a swap's trial instance.
+        let engine = engine::engine_for(1, 16 << 20).unwrap();
+        let door = Door::load(&engine, engine::EMBEDDED_DOOR).unwrap();
+        let server = Server::new(door, session()).with_limits(Limits {
+            max_memory_bytes: 16 << 20,
+            ..Limits::default()
+        });
+        runtime.block_on(async {
+            let first = answer(&server, rpc("a", REFUSED)).await;
+            assert!(!String::from_utf8_lossy(&first.2).contains("-32603"));
+            for token in ["b", "c"] {
+                assert_eq!(answer(&server, rpc(token, REFUSED)).await, first);
+            }
+        });
+        assert_eq!(kept(server.idle()), [(bearer("c"), 1, 1)]);
     }
 
     /// In a host, a caller's instance serves its next request to another

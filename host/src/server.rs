@@ -656,12 +656,19 @@ impl Server {
                     let proxy = match proxy {
                         Some(proxy) => proxy,
                         None => {
-                            serving
-                                .live()
-                                .door
-                                .pre
-                                .instantiate_async(&mut store)
-                                .await?
+                            let pre = &serving.live().door.pre;
+                            match pre.instantiate_async(&mut store).await {
+                                // Instances kept idle give way to a request
+                                // (a pool sized without room for them).
+                                Err(e)
+                                    if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                                        .is_some()
+                                        && idle.clear() > 0 =>
+                                {
+                                    pre.instantiate_async(&mut store).await?
+                                }
+                                instantiated => instantiated?,
+                            }
                         }
                     };
                     proxy
