@@ -432,6 +432,15 @@ fn metrics_count_each_capsules_requests_and_tasks() {
     ] {
         assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
     }
+    // The requests above ended cleanly: their instances are kept, at most
+    // --idle-instances of them.
+    let idle: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("murmur_door_pool_instances_idle "))
+        .unwrap_or_else(|| panic!("no murmur_door_pool_instances_idle in\n{text}"))
+        .parse()
+        .unwrap();
+    assert!((1..=16).contains(&idle), "{idle}");
     let compiles: u64 = text
         .lines()
         .filter(|l| l.starts_with("murmur_door_compiles_total"))

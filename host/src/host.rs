@@ -379,6 +379,11 @@ impl Host {
             "Door instances in use across every capsule",
             gauge(pool - self.shared.free_instances() as i64),
         );
+        registry.register(
+            "murmur_door_pool_instances_idle",
+            "Door instances kept between requests, in slots beside the pool's",
+            gauge(self.shared.idle_instances() as i64),
+        );
         let compiles = Family::<CompileLabels, Counter>::default();
         for (how, count) in [
             ("compiled", &self.engine.compiles[0]),

@@ -124,6 +124,11 @@ impl Shared {
     pub fn free_instances(&self) -> usize {
         self.instances.available_permits()
     }
+
+    /// Door instances kept between requests now (see [`crate::idle`]).
+    pub fn idle_instances(&self) -> usize {
+        self.idle.len()
+    }
 }
 
 /// A door's admission when its pool is its own.
