@@ -127,6 +127,15 @@ impl Store {
     }
 }
 
+/// Bytes of a page of a new session's file. A task's first write touches
+/// a page of the table and of each index, count and log it is in, about a
+/// dozen, and a commit writes each whole to the log: with SQLite's default
+/// 4 KiB, about 48 KiB a held SendMessage. Half that page size writes half
+/// as much (a held SendMessage over loopback: +20% a second, p99 -25%), and
+/// left ListTasks as fast at 100,000 tasks. A session reopened with
+/// `--resume` keeps the page size it was made with.
+pub const PAGE_SIZE: i64 = 2048;
+
 /// Creates a new session's file. Its header, journal mode and schema are
 /// written without an fsync: synced, they cost five, half the time it takes
 /// to add a capsule to a host. A power cut in the moment after can leave the
@@ -135,6 +144,7 @@ impl Store {
 /// commit after it is synced as [`connect`] says.
 fn create(path: &Path, now_ms: i64) -> anyhow::Result<Store> {
     let conn = open_private(path)?;
+    conn.pragma_update(None, "page_size", PAGE_SIZE)?;
     conn.pragma_update(None, "synchronous", "OFF")?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .context("enabling WAL")?;

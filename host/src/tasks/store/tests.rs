@@ -459,6 +459,26 @@ fn a_fresh_launch_archives_the_previous_session() {
     assert_eq!(old.get(&task.id, &Sees::Every).unwrap(), Some(task));
 }
 
+/// A new session's file has pages of PAGE_SIZE bytes, whatever SQLite's
+/// default; it is in WAL mode.
+#[test]
+fn a_new_session_file_has_small_pages() {
+    let dir = TempDir::new("store-pages");
+    let opened = Store::open(dir.path(), false, 1).unwrap();
+    drop(opened);
+    let conn = connect(&dir.path().join(super::open::SESSION_DB)).unwrap();
+    let pragma = |name: &str| -> String {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| {
+            r.get::<_, rusqlite::types::Value>(0)
+        })
+        .map(|v| format!("{v:?}"))
+        .unwrap()
+    };
+    assert_eq!(pragma("page_size"), "Integer(2048)");
+    assert_eq!(super::open::PAGE_SIZE, 2048);
+    assert_eq!(pragma("journal_mode"), "Text(\"wal\")");
+}
+
 #[test]
 fn resume_keeps_the_session_and_fails_live_tasks() {
     let dir = TempDir::new("store-resume");
