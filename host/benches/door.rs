@@ -113,6 +113,15 @@ fn main() {
         })
     });
 
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1}}"#;
+    report("wasm door: ListTasks, a page of 1", || {
+        runtime.block_on(async {
+            let response = server.respond(rpc(list.to_string())).await;
+            assert_eq!(response.status(), 200);
+            response.into_body().collect().await.unwrap();
+        })
+    });
+
     let native = Native(capsule(&session));
     let card = murmur_door_guest::Request {
         method: "GET".into(),

@@ -460,12 +460,32 @@ fn a_fresh_launch_archives_the_previous_session() {
 }
 
 /// A new session's file has pages of PAGE_SIZE bytes, whatever SQLite's
-/// default; it is in WAL mode.
+/// default; it is in WAL mode. The store's connection keeps its plans
+/// (QPSG), new or resumed.
 #[test]
-fn a_new_session_file_has_small_pages() {
+fn a_session_file_has_small_pages_and_its_plans_are_kept() {
+    use rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG;
     let dir = TempDir::new("store-pages");
     let opened = Store::open(dir.path(), false, 1).unwrap();
+    assert!(
+        opened
+            .store
+            .lock()
+            .conn
+            .db_config(SQLITE_DBCONFIG_ENABLE_QPSG)
+            .unwrap()
+    );
     drop(opened);
+    let resumed = Store::open(dir.path(), true, 2).unwrap();
+    assert!(
+        resumed
+            .store
+            .lock()
+            .conn
+            .db_config(SQLITE_DBCONFIG_ENABLE_QPSG)
+            .unwrap()
+    );
+    drop(resumed);
     let conn = connect(&dir.path().join(super::open::SESSION_DB)).unwrap();
     let pragma = |name: &str| -> String {
         conn.query_row(&format!("PRAGMA {name}"), [], |r| {
