@@ -6,7 +6,8 @@
 //!   then dropped (the per-request instantiation cost);
 //! - wasm door: a whole request through the host's `respond`, body
 //!   collected (SendMessage held until the script agent completes it, in a
-//!   session kept in memory);
+//!   session kept in memory), on the instance kept from the last request;
+//!   "wasm door, fresh": on a new instance each time;
 //! - native door: the same door logic built natively, for comparison.
 //!
 //! `cargo bench -p murmur-door-host --bench door -- GetTask` runs only the
@@ -23,7 +24,7 @@ use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::memory::DoorMemory;
 use murmur_door_host::request::{self, RequestState};
-use murmur_door_host::server::Server;
+use murmur_door_host::server::{HttpLimits, Server};
 use murmur_door_host::session::Session;
 
 const MANIFEST: &str = "name: my-agent\nversion: 0.1.0\ntools: [bash]\ncapabilities: {shell: {allow: [bash]}}\nexports: {files: [out/]}\n";
@@ -68,18 +69,28 @@ fn main() {
             response.into_body().collect().await.unwrap();
         })
     });
-    report("wasm door: refused JSON-RPC", || {
-        runtime.block_on(async {
-            let request = hyper::Request::post("/")
-                .header("content-type", "application/json")
-                .header("a2a-version", "1.0")
-                .body(Bytes::from_static(REFUSED.as_bytes()))
-                .unwrap();
-            let response = server.respond(request).await;
-            assert_eq!(response.status(), 200);
-            response.into_body().collect().await.unwrap();
-        })
+    // The same door with a fresh instance per request (--idle-instances 0).
+    let fresh = Server::new(door.clone(), session.clone()).with_http_limits(HttpLimits {
+        idle_instances: 0,
+        ..HttpLimits::default()
     });
+    for (name, server) in [
+        ("wasm door: refused JSON-RPC", &server),
+        ("wasm door, fresh: refused JSON-RPC", &fresh),
+    ] {
+        report(name, || {
+            runtime.block_on(async {
+                let request = hyper::Request::post("/")
+                    .header("content-type", "application/json")
+                    .header("a2a-version", "1.0")
+                    .body(Bytes::from_static(REFUSED.as_bytes()))
+                    .unwrap();
+                let response = server.respond(request).await;
+                assert_eq!(response.status(), 200);
+                response.into_body().collect().await.unwrap();
+            })
+        });
+    }
 
     let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"reply hi"}]}}}"#;
     let rpc = |body: String| {
