@@ -247,6 +247,61 @@ pub fn raise_open_files_limit() -> std::io::Result<u64> {
     Ok(limit.rlim_cur)
 }
 
+/// Descriptors the process's table is grown to hold at launch, at most
+/// (see [`reserve_descriptors`]).
+pub const RESERVED_DESCRIPTORS: u64 = 1 << 16;
+
+/// Grows the process's descriptor table at once to hold `wanted`
+/// descriptors (at most [`RESERVED_DESCRIPTORS`], and the open-files
+/// limit); answers its size now.
+///
+/// The kernel grows the table when a new descriptor is past its end
+/// (64, 128, 256, ... entries), and in a process with more than one thread
+/// each growth waits for an RCU grace period: 10 to 20 ms in which the
+/// thread opening that descriptor (a capsule being added, a connection
+/// being accepted) does nothing else. Grown at launch, before the runtime's
+/// threads start, it costs microseconds and the kernel's memory for the
+/// table (8 bytes an entry: 256 KiB for 32,768), and never happens again
+/// below that size.
+pub fn reserve_descriptors(wanted: u64) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the one struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let top = wanted.min(limit.rlim_cur).clamp(1, RESERVED_DESCRIPTORS) - 1;
+    let probe = std::fs::File::open("/dev/null")?;
+    // SAFETY: F_DUPFD_CLOEXEC duplicates `probe` to the lowest free
+    // descriptor at or above `top`, never one in use; it is closed at once.
+    let high = unsafe {
+        libc::fcntl(
+            probe.as_raw_fd(),
+            libc::F_DUPFD_CLOEXEC,
+            libc::c_int::try_from(top).unwrap_or(libc::c_int::MAX),
+        )
+    };
+    if high < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `high` was just made here and nothing else holds it.
+    unsafe { libc::close(high) };
+    descriptor_table_size()
+}
+
+/// How many descriptors the process's table holds now (`FDSize`).
+pub fn descriptor_table_size() -> std::io::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("FDSize:"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| std::io::Error::other("no FDSize in /proc/self/status"))
+}
+
 /// The connection cap that fits `open_files` descriptors.
 pub fn fit_connections(wanted: usize, open_files: u64) -> usize {
     let room = (open_files as usize)
@@ -291,6 +346,24 @@ impl Throttled {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table is grown to what is asked (rounded up by the kernel), within
+    /// the open-files limit and RESERVED_DESCRIPTORS, and no descriptor is
+    /// left open.
+    #[test]
+    fn the_descriptor_table_is_grown_ahead() {
+        let limit = raise_open_files_limit().unwrap();
+        let open = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let before = open();
+        let wanted = limit.min(3000);
+        let size = reserve_descriptors(wanted).unwrap();
+        assert!(size >= wanted, "{size} < {wanted}");
+        assert_eq!(size, descriptor_table_size().unwrap());
+        assert_eq!(open(), before);
+        // Past the limit: the table stops at it, and nothing fails.
+        let size = reserve_descriptors(u64::MAX).unwrap();
+        assert!(size >= limit.min(RESERVED_DESCRIPTORS), "{size}");
+    }
 
     #[test]
     fn at_the_cap_the_connection_that_did_least_goes() {

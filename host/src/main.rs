@@ -281,6 +281,11 @@ fn main() -> ExitCode {
     let workers = match &command {
         Command::Serve { door, .. } | Command::Host { door, .. } => door.workers,
     };
+    // Before the runtime's threads start: growing the descriptor table
+    // later makes the thread that opens a descriptor wait 10 to 20 ms.
+    if let Ok(open_files) = connections::raise_open_files_limit() {
+        let _ = connections::reserve_descriptors(open_files);
+    }
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(workers) = workers {
         runtime.worker_threads(workers.into());
