@@ -224,15 +224,9 @@ impl Drop for Busy {
 /// connection cap, not the default soft limit (often 1,024), bounds the
 /// sockets; answers the soft limit now in force.
 pub fn raise_open_files_limit() -> std::io::Result<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit read and write the one struct given.
+    let limit = open_files_limit()?;
+    // SAFETY: setrlimit reads the one struct given.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
         if limit.rlim_cur < limit.rlim_max {
             let raised = libc::rlimit {
                 rlim_cur: limit.rlim_max,
@@ -265,15 +259,10 @@ pub const RESERVED_DESCRIPTORS: u64 = 1 << 16;
 /// below that size.
 pub fn reserve_descriptors(wanted: u64) -> std::io::Result<u64> {
     use std::os::fd::AsRawFd;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the one struct given.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let top = wanted.min(limit.rlim_cur).clamp(1, RESERVED_DESCRIPTORS) - 1;
+    let top = wanted
+        .min(open_files_limit()?.rlim_cur)
+        .clamp(1, RESERVED_DESCRIPTORS)
+        - 1;
     let probe = std::fs::File::open("/dev/null")?;
     // SAFETY: F_DUPFD_CLOEXEC duplicates `probe` to the lowest free
     // descriptor at or above `top`, never one in use; it is closed at once.
@@ -300,6 +289,19 @@ pub fn descriptor_table_size() -> std::io::Result<u64> {
         .find_map(|l| l.strip_prefix("FDSize:"))
         .and_then(|n| n.trim().parse().ok())
         .ok_or_else(|| std::io::Error::other("no FDSize in /proc/self/status"))
+}
+
+/// The open-files limit in force: soft and hard.
+fn open_files_limit() -> std::io::Result<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the one struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(limit)
 }
 
 /// The connection cap that fits `open_files` descriptors.

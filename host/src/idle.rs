@@ -258,18 +258,8 @@ mod tests {
     /// `thread_local!`, no lazily set cell.
     #[test]
     fn the_door_declares_no_global_state() {
-        fn sources(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    sources(&path, found);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    found.push(path);
-                }
-            }
-        }
         let mut files = Vec::new();
-        sources(
+        crate::layers::sources(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest/src"),
             &mut files,
         );

@@ -82,7 +82,8 @@ fn uses(code: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn sources(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+/// Every `.rs` file below `dir`.
+pub(crate) fn sources(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {

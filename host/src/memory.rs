@@ -96,12 +96,6 @@ impl DoorMemory {
         self.refused.clone()
     }
 
-    /// Forgets a refusal: for an instance kept from an earlier request
-    /// (none that was refused memory is kept).
-    pub fn start_over(&mut self) {
-        self.refused = Arc::default();
-    }
-
     /// Gives what the door holds back to the pool while its instance is
     /// kept idle: kept instances are bounded on their own, and must not
     /// leave live doors short.

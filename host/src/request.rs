@@ -76,9 +76,7 @@ impl RequestState {
             table,
         }
     }
-}
 
-impl RequestState {
     /// Whether its instance may answer another request of the same caller
     /// (see `idle`): the door holds no host resource, was refused no
     /// memory, and holds at most `max_memory` bytes of it.
@@ -189,13 +187,12 @@ pub fn store(engine: &Engine, state: RequestState, limits: Limits) -> Store<Requ
 
 /// Readies a store kept from an earlier request for the next, which its
 /// imports answer from `session` as door version `version`: nothing
-/// changed, no CPU used, no memory refused, and its deadline at the next
-/// tick, as in a fresh [`store`].
+/// changed, no CPU used, and its deadline at the next tick, as in a fresh
+/// [`store`]. (No kept store was refused memory: see `reusable`.)
 pub fn start_over(store: &mut Store<RequestState>, session: Arc<Session>, version: u64) {
     let state = store.data_mut();
     state.door = DoorCtx::new(session);
     state.door.version = version;
-    state.memory.start_over();
     state.cpu.start_over();
     store.set_epoch_deadline(1);
 }
