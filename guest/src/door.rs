@@ -14,6 +14,7 @@ use crate::rpc::{self, Id};
 use crate::security::{self, TASK_ORIGIN, TASK_TRUST};
 use crate::send::{self, Provenance};
 use crate::streams::{self, Stream};
+use crate::task::TaskJson;
 use crate::task_methods;
 use crate::version;
 
@@ -277,7 +278,7 @@ fn serve<I: Imports>(
         },
         trust: request.header(TASK_TRUST),
     };
-    let result = match *method {
+    let response = match *method {
         Method::SendMessage if *completion => {
             let delegation_id = request.header("x-murmur-delegation-id").unwrap_or_default();
             return send::deliver_completion(imports, params, &delegation_id, id).map(Reply::Whole);
@@ -308,10 +309,16 @@ fn serve<I: Imports>(
                 imports, capsule, request, id,
             )));
         }
-        Method::GetTask => task_methods::get_task(imports, params, caller)?,
-        Method::CancelTask => task_methods::cancel_task(imports, params, caller)?,
-        Method::ListTasks => task_methods::list_tasks(imports, params, caller)?,
-        Method::GetExtendedAgentCard => card::card(capsule, CardKind::Extended),
+        Method::GetTask => {
+            let task = task_methods::get_task(imports, params, caller)?;
+            rpc::result(id, &TaskJson::as_held(&task))
+        }
+        Method::CancelTask => {
+            let task = task_methods::cancel_task(imports, params, caller)?;
+            rpc::result(id, &TaskJson::as_held(&task))
+        }
+        Method::ListTasks => rpc::result(id, &task_methods::list_tasks(imports, params, caller)?),
+        Method::GetExtendedAgentCard => rpc::result(id, &card::card(capsule, CardKind::Extended)),
         Method::StopSession => {
             let report = imports
                 .stop()
@@ -322,13 +329,13 @@ fn serve<I: Imports>(
                 "session_id": capsule.session_id,
             });
             return Ok(Reply::Whole(
-                rpc::result(id, result).with_header(extensions::HEADER, extensions::DOOR),
+                rpc::result(id, &result).with_header(extensions::HEADER, extensions::DOOR),
             ));
         }
         // Step 10 answers the push config methods.
         Method::PushConfig => return Err(RpcError::push_not_supported()),
     };
-    Ok(Reply::Whole(rpc::result(id, result)))
+    Ok(Reply::Whole(response))
 }
 
 /// A residue item as murmur.StopSession lists it, keys in the reference's

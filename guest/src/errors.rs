@@ -4,7 +4,8 @@
 //! the HTTP refusals of the check order's steps 2, 3, 4 and 11 ("What the door
 //! answers"). The other modules name an error; none spells a message.
 
-use serde_json::{Map, Value, json};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::Value;
 
 use crate::extensions;
 use crate::message::MAX_REFERENCES;
@@ -315,26 +316,41 @@ impl RpcError {
 
     /// The JSON-RPC `error` member.
     pub fn to_json(&self) -> Value {
-        let mut error = Map::new();
-        error.insert("code".into(), json!(self.code));
-        error.insert("message".into(), json!(self.message));
+        serde_json::to_value(self).expect("an error serializes")
+    }
+}
+
+/// `{"code", "message", "data": [ErrorInfo]}`; no `data` for a standard
+/// JSON-RPC error.
+impl Serialize for RpcError {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut error = serializer.serialize_map(None)?;
+        error.serialize_entry("code", &self.code)?;
+        error.serialize_entry("message", &self.message)?;
         if let Some(info) = &self.info {
-            let metadata: Map<String, Value> = info
-                .metadata
-                .iter()
-                .map(|(k, v)| (k.to_string(), json!(v)))
-                .collect();
-            error.insert(
-                "data".into(),
-                json!([{
-                    "@type": ERROR_INFO,
-                    "reason": info.reason,
-                    "domain": info.domain,
-                    "metadata": metadata,
-                }]),
-            );
+            error.serialize_entry("data", &[info.as_ref()])?;
         }
-        Value::Object(error)
+        error.end()
+    }
+}
+
+impl Serialize for ErrorInfo {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut info = serializer.serialize_map(Some(4))?;
+        info.serialize_entry("@type", ERROR_INFO)?;
+        info.serialize_entry("reason", self.reason)?;
+        info.serialize_entry("domain", self.domain)?;
+        info.serialize_entry("metadata", &Metadata(&self.metadata))?;
+        info.end()
+    }
+}
+
+/// ErrorInfo's metadata: string values, in the reference's order.
+struct Metadata<'a>(&'a [(&'static str, String)]);
+
+impl Serialize for Metadata<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
     }
 }
 

@@ -50,8 +50,8 @@ pub struct Response {
 
 impl Response {
     /// A JSON body with the given status.
-    pub fn json(status: u16, body: &serde_json::Value) -> Response {
-        let body = serde_json::to_vec(body).expect("a JSON value serializes");
+    pub fn json(status: u16, body: &impl serde::Serialize) -> Response {
+        let body = serde_json::to_vec(body).expect("an answer serializes");
         Response {
             status,
             headers: vec![

@@ -2,11 +2,12 @@
 //! opaque page tokens, and the ListTasksResponse.
 
 use base64::Engine;
-use serde_json::{Map, Value, json};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
 
 use crate::errors::{InvalidParams, RpcError};
 use crate::model::{Cursor, ListQuery, Page, TaskState};
-use crate::task::{self, Artifacts};
+use crate::task::{Artifacts, Seq, TaskJson};
 use crate::timestamp;
 
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -128,29 +129,38 @@ fn decode_token(token: &str) -> Option<Cursor> {
     })
 }
 
+/// A page and the listing it answers.
+pub struct Answer {
+    pub page: Page,
+    pub listing: Listing,
+}
+
 /// The ListTasksResponse: its four members always present.
-pub fn response(page: &Page, listing: &Listing) -> Value {
-    let artifacts = if listing.include_artifacts {
-        Artifacts::Always
-    } else {
-        Artifacts::Omitted
-    };
-    let tasks: Vec<Value> = page
-        .tasks
-        .iter()
-        .map(|t| task::task(t, artifacts))
-        .collect();
-    json!({
-        "tasks": tasks,
-        "nextPageToken": page.next.as_ref().map(encode_token).unwrap_or_default(),
-        "pageSize": listing.query.limit,
-        "totalSize": page.total,
-    })
+impl Serialize for Answer {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Answer { page, listing } = self;
+        let artifacts = if listing.include_artifacts {
+            Artifacts::Always
+        } else {
+            Artifacts::Omitted
+        };
+        let tasks = page.tasks.iter().map(|task| TaskJson { task, artifacts });
+        let mut response = serializer.serialize_map(Some(4))?;
+        response.serialize_entry("tasks", &Seq(tasks))?;
+        response.serialize_entry(
+            "nextPageToken",
+            &page.next.as_ref().map(encode_token).unwrap_or_default(),
+        )?;
+        response.serialize_entry("pageSize", &listing.query.limit)?;
+        response.serialize_entry("totalSize", &page.total)?;
+        response.end()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn refused(params: Value) -> String {
         read(params.as_object().unwrap()).unwrap_err().message

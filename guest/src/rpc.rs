@@ -1,7 +1,8 @@
 //! JSON-RPC 2.0 framing ("JSON-RPC request"): reading a request at steps 6
 //! and 7, and writing the response envelope.
 
-use serde_json::{Map, Value, json};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Value, json};
 
 use crate::errors::RpcError;
 use crate::http::Response;
@@ -53,21 +54,45 @@ fn valid_id(id: &Value) -> bool {
 }
 
 /// A JSON-RPC success, HTTP 200.
-pub fn result(id: &Id, result: Value) -> Response {
-    let mut envelope = Map::new();
-    envelope.insert("jsonrpc".into(), json!("2.0"));
-    envelope.insert("id".into(), id.clone());
-    envelope.insert("result".into(), result);
-    Response::json(200, &Value::Object(envelope))
+pub fn result(id: &Id, result: &impl Serialize) -> Response {
+    Response::json(
+        200,
+        &Envelope {
+            id,
+            member: "result",
+            value: result,
+        },
+    )
 }
 
 /// A JSON-RPC error, HTTP 200.
 pub fn error(id: &Id, error: &RpcError) -> Response {
-    let mut envelope = Map::new();
-    envelope.insert("jsonrpc".into(), json!("2.0"));
-    envelope.insert("id".into(), id.clone());
-    envelope.insert("error".into(), error.to_json());
-    Response::json(200, &Value::Object(envelope))
+    Response::json(
+        200,
+        &Envelope {
+            id,
+            member: "error",
+            value: error,
+        },
+    )
+}
+
+/// `{"jsonrpc": "2.0", "id": …, "result" or "error": …}`, written straight
+/// from the answer's own view.
+struct Envelope<'a, T> {
+    id: &'a Id,
+    member: &'static str,
+    value: &'a T,
+}
+
+impl<T: Serialize> Serialize for Envelope<'_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut envelope = serializer.serialize_map(Some(3))?;
+        envelope.serialize_entry("jsonrpc", "2.0")?;
+        envelope.serialize_entry("id", self.id)?;
+        envelope.serialize_entry(self.member, self.value)?;
+        envelope.end()
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::model::{
     Caller, Capsule, CompletionRefusal, NewTask, Origin, Task, TaskError, TaskState,
 };
 use crate::rpc::{self, Id};
-use crate::task::{self, Artifacts};
+use crate::task::{Keyed, TaskJson};
 
 /// Where the request came from, as its runtime headers say.
 pub struct Provenance {
@@ -82,7 +82,7 @@ pub fn accept(
 }
 
 fn answer(id: &Id, message: &Message, task: &Task) -> Response {
-    let response = rpc::result(id, json!({"task": task::task(task, Artifacts::AsHeld)}));
+    let response = rpc::result(id, &Keyed("task", TaskJson::as_held(task)));
     if message.uses_door_extension {
         response.with_header(extensions::HEADER, extensions::DOOR)
     } else {
@@ -161,7 +161,7 @@ pub fn deliver_completion(
         })?;
     Ok(rpc::result(
         id,
-        json!({"message": {
+        &json!({"message": {
             "messageId": format!("msg_{delegation_id}_received"),
             "contextId": context_id,
             "role": "ROLE_AGENT",

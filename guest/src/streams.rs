@@ -371,7 +371,7 @@ fn render<I: Imports>(imports: &I, event: Event, frames: bool) -> Option<Value> 
             let artifact = if artifact_id == "residue" {
                 task::residue_artifact(&residue)
             } else {
-                task::text_artifact(&artifact_id, text.unwrap_or_default())
+                task::text_artifact(&artifact_id, &text.unwrap_or_default())
             };
             Some(
                 json!({"artifactUpdate": {"taskId": event.task_id, "contextId": event.context_id, "artifact": artifact}}),

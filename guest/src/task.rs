@@ -1,9 +1,14 @@
 //! A task as A2A v1.0 ProtoJSON ("GetTask", "Task metadata", "Answers"): the
 //! keys each state carries, the status message, artifacts and metadata.
+//!
+//! Each shape is a view that serializes straight to JSON, keys in the
+//! reference's order: an answer is written once, with no JSON tree built
+//! first.
 
-use serde_json::{Map, Value, json};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::Value;
 
-use crate::model::{ResidueItem, Task, TaskMetadata, TaskState};
+use crate::model::{MemberStatus, ResidueItem, RunningCommand, Task, TaskMetadata, TaskState};
 use crate::timestamp;
 
 /// Which artifacts a rendering carries.
@@ -18,157 +23,330 @@ pub enum Artifacts {
     Always,
 }
 
-/// The task as GetTask answers it.
+/// A task as GetTask (with [`Artifacts::AsHeld`]) or ListTasks renders it.
+#[derive(Clone, Copy)]
+pub struct TaskJson<'a> {
+    pub task: &'a Task,
+    pub artifacts: Artifacts,
+}
+
+impl<'a> TaskJson<'a> {
+    /// The task as GetTask and every task answer render it.
+    pub fn as_held(task: &'a Task) -> TaskJson<'a> {
+        TaskJson {
+            task,
+            artifacts: Artifacts::AsHeld,
+        }
+    }
+}
+
+/// The task as GetTask answers it, as a JSON value.
 pub fn task(task: &Task, artifacts: Artifacts) -> Value {
-    let mut out = Map::new();
-    out.insert("id".into(), json!(task.id));
-    out.insert("contextId".into(), json!(task.context_id));
-    out.insert("status".into(), status(task));
-    let held = artifact_list(task);
-    match artifacts {
-        Artifacts::AsHeld if !held.is_empty() => {
-            out.insert("artifacts".into(), Value::Array(held));
+    to_value(TaskJson { task, artifacts })
+}
+
+/// A view as a JSON value, for answers that are built further.
+fn to_value(view: impl Serialize) -> Value {
+    serde_json::to_value(view).expect("a task view serializes")
+}
+
+impl Serialize for TaskJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let task = self.task;
+        let mut out = serializer.serialize_map(None)?;
+        out.serialize_entry("id", &task.id)?;
+        out.serialize_entry("contextId", &task.context_id)?;
+        out.serialize_entry("status", &StatusJson(task))?;
+        let held = HeldArtifacts(task);
+        match self.artifacts {
+            Artifacts::AsHeld if !held.is_empty() => out.serialize_entry("artifacts", &held)?,
+            Artifacts::Always => out.serialize_entry("artifacts", &held)?,
+            _ => {}
         }
-        Artifacts::Always => {
-            out.insert("artifacts".into(), Value::Array(held));
+        if task.status.state.terminal() && says_something(&task.metadata) {
+            out.serialize_entry("metadata", &Keyed("murmur", Murmur(&task.metadata)))?;
         }
-        _ => {}
+        out.end()
     }
-    if let Some(murmur) = metadata(&task.metadata).filter(|_| task.status.state.terminal()) {
-        out.insert("metadata".into(), json!({"murmur": murmur}));
-    }
-    Value::Object(out)
 }
 
 /// `status`: the state, the final status message of a terminal task that said
 /// something, and the timestamp of the task's last change.
-fn status(task: &Task) -> Value {
-    let mut status = Map::new();
-    status.insert("state".into(), json!(task.status.state.wire()));
-    if let Some(text) = task
-        .status
-        .message
-        .as_ref()
-        .filter(|_| task.status.state.terminal())
-    {
-        status.insert("message".into(), status_message(task, text));
+struct StatusJson<'a>(&'a Task);
+
+impl Serialize for StatusJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let task = self.0;
+        let mut status = serializer.serialize_map(None)?;
+        status.serialize_entry("state", task.status.state.wire())?;
+        if let Some(text) = task
+            .status
+            .message
+            .as_ref()
+            .filter(|_| task.status.state.terminal())
+        {
+            status.serialize_entry("message", &StatusMessage { task, text })?;
+        }
+        status.serialize_entry(
+            "timestamp",
+            &format_args!("{}", timestamp::Rfc3339Ms(task.status.timestamp_ms)),
+        )?;
+        status.end()
     }
-    status.insert(
-        "timestamp".into(),
-        json!(timestamp::format_ms(task.status.timestamp_ms)),
-    );
-    Value::Object(status)
 }
 
 /// A task's status message: ROLE_AGENT, one text part, named after the task.
-pub fn status_message(task: &Task, text: &str) -> Value {
-    json!({
-        "messageId": format!("msg_{}_status", task.id),
-        "contextId": task.context_id,
-        "taskId": task.id,
-        "role": "ROLE_AGENT",
-        "parts": [text_part(text)],
-    })
+struct StatusMessage<'a> {
+    task: &'a Task,
+    text: &'a str,
 }
 
-/// Every text part the door writes has mediaType text/plain. An owned text
-/// is moved in, not copied.
-pub fn text_part(text: impl Into<String>) -> Value {
-    let mut part = Map::new();
-    part.insert("text".into(), Value::String(text.into()));
-    part.insert("mediaType".into(), json!("text/plain"));
-    Value::Object(part)
+impl Serialize for StatusMessage<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let task = self.task;
+        let mut message = serializer.serialize_map(None)?;
+        message.serialize_entry("messageId", &format_args!("msg_{}_status", task.id))?;
+        message.serialize_entry("contextId", &task.context_id)?;
+        message.serialize_entry("taskId", &task.id)?;
+        message.serialize_entry("role", "ROLE_AGENT")?;
+        message.serialize_entry("parts", &[TextPart(self.text)])?;
+        message.end()
+    }
+}
+
+/// Every text part the door writes has mediaType text/plain.
+struct TextPart<'a>(&'a str);
+
+impl Serialize for TextPart<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut part = serializer.serialize_map(Some(2))?;
+        part.serialize_entry("text", self.0)?;
+        part.serialize_entry("mediaType", "text/plain")?;
+        part.end()
+    }
 }
 
 /// response on a completed task, prompt on a waiting one, residue when the
 /// session still ran something at its cancel; each at most once, named by id.
-fn artifact_list(task: &Task) -> Vec<Value> {
-    let mut artifacts = Vec::new();
-    if let (TaskState::Completed, Some(response)) = (task.status.state, &task.response) {
-        artifacts.push(text_artifact("response", response));
+struct HeldArtifacts<'a>(&'a Task);
+
+impl HeldArtifacts<'_> {
+    fn response(&self) -> Option<&str> {
+        let task = self.0;
+        task.response
+            .as_deref()
+            .filter(|_| task.status.state == TaskState::Completed)
     }
-    if let (TaskState::InputRequired, Some(prompt)) = (task.status.state, &task.prompt) {
-        artifacts.push(text_artifact("prompt", prompt));
+
+    fn prompt(&self) -> Option<&str> {
+        let task = self.0;
+        task.prompt
+            .as_deref()
+            .filter(|_| task.status.state == TaskState::InputRequired)
     }
-    if !task.residue.is_empty() {
-        artifacts.push(residue_artifact(&task.residue));
+
+    fn is_empty(&self) -> bool {
+        self.response().is_none() && self.prompt().is_none() && self.0.residue.is_empty()
     }
-    artifacts
+}
+
+impl Serialize for HeldArtifacts<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let texts = [("response", self.response()), ("prompt", self.prompt())];
+        let texts = texts.into_iter().filter_map(|(id, text)| {
+            text.map(|text| ArtifactJson::Text(TextArtifact { id, text }))
+        });
+        let residue = (!self.0.residue.is_empty())
+            .then(|| ArtifactJson::Residue(ResidueArtifact(&self.0.residue)));
+        serializer.collect_seq(texts.chain(residue))
+    }
+}
+
+enum ArtifactJson<'a> {
+    Text(TextArtifact<'a>),
+    Residue(ResidueArtifact<'a>),
+}
+
+impl Serialize for ArtifactJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ArtifactJson::Text(artifact) => artifact.serialize(serializer),
+            ArtifactJson::Residue(artifact) => artifact.serialize(serializer),
+        }
+    }
 }
 
 /// An artifact of one text part; its id is its name.
-pub fn text_artifact(id: &str, text: impl Into<String>) -> Value {
-    let mut artifact = Map::new();
-    artifact.insert("artifactId".into(), json!(id));
-    artifact.insert("name".into(), json!(id));
-    artifact.insert("parts".into(), Value::Array(vec![text_part(text)]));
-    Value::Object(artifact)
+struct TextArtifact<'a> {
+    id: &'a str,
+    text: &'a str,
+}
+
+impl Serialize for TextArtifact<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut artifact = serializer.serialize_map(Some(3))?;
+        artifact.serialize_entry("artifactId", self.id)?;
+        artifact.serialize_entry("name", self.id)?;
+        artifact.serialize_entry("parts", &[TextPart(self.text)])?;
+        artifact.end()
+    }
+}
+
+/// An artifact of one text part, as a JSON value.
+pub fn text_artifact(id: &str, text: &str) -> Value {
+    to_value(TextArtifact { id, text })
 }
 
 /// The residue artifact: one data part per item.
+struct ResidueArtifact<'a>(&'a [ResidueItem]);
+
+impl Serialize for ResidueArtifact<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut artifact = serializer.serialize_map(Some(3))?;
+        artifact.serialize_entry("artifactId", "residue")?;
+        artifact.serialize_entry("name", "residue")?;
+        artifact.serialize_entry("parts", &Seq(self.0.iter().map(ResiduePart)))?;
+        artifact.end()
+    }
+}
+
+/// The residue artifact, as a JSON value.
 pub fn residue_artifact(residue: &[ResidueItem]) -> Value {
-    let parts: Vec<Value> = residue
-        .iter()
-        .map(|item| json!({"data": residue_data(item), "mediaType": "application/json"}))
-        .collect();
-    json!({"artifactId": "residue", "name": "residue", "parts": parts})
+    to_value(ResidueArtifact(residue))
+}
+
+struct ResiduePart<'a>(&'a ResidueItem);
+
+impl Serialize for ResiduePart<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut part = serializer.serialize_map(Some(2))?;
+        part.serialize_entry("data", &ResidueData(self.0))?;
+        part.serialize_entry("mediaType", "application/json")?;
+        part.end()
+    }
 }
 
 /// A residue item as a cancel's residue artifact carries it ("GetTask").
-pub fn residue_data(item: &ResidueItem) -> Value {
-    match item {
-        ResidueItem::DetachedShell {
-            work_id,
-            binary,
-            command,
-            started_at_ms,
-        } => json!({
-            "kind": "detached_shell", "work_id": work_id, "binary": binary,
-            "command": command, "started_at_ms": started_at_ms,
-        }),
-        ResidueItem::Delegation {
-            delegation_id,
-            capsule,
-            version,
-            child_session_id,
-            child_workdir,
-        } => json!({
-            "kind": "delegation", "delegation_id": delegation_id, "capsule": capsule, "version": version,
-            "child_session_id": child_session_id, "child_workdir": child_workdir,
-        }),
+struct ResidueData<'a>(&'a ResidueItem);
+
+impl Serialize for ResidueData<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut data = serializer.serialize_map(None)?;
+        match self.0 {
+            ResidueItem::DetachedShell {
+                work_id,
+                binary,
+                command,
+                started_at_ms,
+            } => {
+                data.serialize_entry("kind", "detached_shell")?;
+                data.serialize_entry("work_id", work_id)?;
+                data.serialize_entry("binary", binary)?;
+                data.serialize_entry("command", command)?;
+                data.serialize_entry("started_at_ms", started_at_ms)?;
+            }
+            ResidueItem::Delegation {
+                delegation_id,
+                capsule,
+                version,
+                child_session_id,
+                child_workdir,
+            } => {
+                data.serialize_entry("kind", "delegation")?;
+                data.serialize_entry("delegation_id", delegation_id)?;
+                data.serialize_entry("capsule", capsule)?;
+                data.serialize_entry("version", version)?;
+                data.serialize_entry("child_session_id", child_session_id)?;
+                data.serialize_entry("child_workdir", child_workdir)?;
+            }
+        }
+        data.end()
     }
 }
 
-/// `metadata.murmur` ("Task metadata"), None when it has nothing to say.
-fn metadata(metadata: &TaskMetadata) -> Option<Value> {
-    let mut murmur = Map::new();
-    if metadata.no_answer {
-        murmur.insert("noAnswer".into(), json!(true));
+/// Whether `metadata.murmur` ("Task metadata") has anything to say.
+fn says_something(metadata: &TaskMetadata) -> bool {
+    metadata.no_answer
+        || !metadata.no_answer_below.is_empty()
+        || !metadata.running_commands.is_empty()
+}
+
+/// `metadata.murmur`: each member only when it says something.
+struct Murmur<'a>(&'a TaskMetadata);
+
+impl Serialize for Murmur<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let metadata = self.0;
+        let mut murmur = serializer.serialize_map(None)?;
+        if metadata.no_answer {
+            murmur.serialize_entry("noAnswer", &true)?;
+        }
+        if !metadata.no_answer_below.is_empty() {
+            let below = metadata.no_answer_below.iter().take(8).map(Below);
+            murmur.serialize_entry("noAnswerBelow", &Seq(below))?;
+        }
+        if !metadata.running_commands.is_empty() {
+            let commands = metadata.running_commands.iter().map(Command);
+            murmur.serialize_entry("runningCommands", &Seq(commands))?;
+        }
+        murmur.end()
     }
-    if !metadata.no_answer_below.is_empty() {
-        let below: Vec<Value> = metadata
-            .no_answer_below
-            .iter()
-            .take(8)
-            .map(|m| json!({"member": m.member, "status": m.status}))
-            .collect();
-        murmur.insert("noAnswerBelow".into(), Value::Array(below));
+}
+
+struct Below<'a>(&'a MemberStatus);
+
+impl Serialize for Below<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut member = serializer.serialize_map(Some(2))?;
+        member.serialize_entry("member", &self.0.member)?;
+        member.serialize_entry("status", &self.0.status)?;
+        member.end()
     }
-    if !metadata.running_commands.is_empty() {
-        let commands: Vec<Value> = metadata
-            .running_commands
-            .iter()
-            .map(|c| json!({"workId": c.work_id, "binary": c.binary, "command": c.command, "runningMs": c.running_ms}))
-            .collect();
-        murmur.insert("runningCommands".into(), Value::Array(commands));
+}
+
+struct Command<'a>(&'a RunningCommand);
+
+impl Serialize for Command<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let c = self.0;
+        let mut command = serializer.serialize_map(Some(4))?;
+        command.serialize_entry("workId", &c.work_id)?;
+        command.serialize_entry("binary", &c.binary)?;
+        command.serialize_entry("command", &c.command)?;
+        command.serialize_entry("runningMs", &c.running_ms)?;
+        command.end()
     }
-    (!murmur.is_empty()).then_some(Value::Object(murmur))
+}
+
+/// An object of one member: `{"task": …}`.
+pub struct Keyed<T>(pub &'static str, pub T);
+
+impl<T: Serialize> Serialize for Keyed<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut object = serializer.serialize_map(Some(1))?;
+        object.serialize_entry(self.0, &self.1)?;
+        object.end()
+    }
+}
+
+/// An iterator of views, written as a JSON array.
+pub struct Seq<I>(pub I);
+
+impl<I> Serialize for Seq<I>
+where
+    I: Iterator + Clone,
+    I::Item: Serialize,
+{
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.clone())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{RunningCommand, Status};
+    use crate::model::Status;
+    use serde_json::json;
 
     fn sample(state: TaskState) -> Task {
         Task {

@@ -6,9 +6,8 @@ use serde_json::{Map, Value};
 use crate::errors::{InvalidParams, RpcError};
 use crate::imports::Imports;
 use crate::listing;
-use crate::model::{Caller, Page};
+use crate::model::{Caller, Page, Task};
 use crate::send::store_error;
-use crate::task::{self, Artifacts};
 
 /// `params.id`, required: a GetTask or CancelTask without one, or with "".
 fn task_id<'a>(params: &'a Map<String, Value>, method: &str) -> Result<&'a str, RpcError> {
@@ -23,10 +22,9 @@ pub fn get_task(
     imports: &impl Imports,
     params: &Map<String, Value>,
     caller: &Caller,
-) -> Result<Value, RpcError> {
+) -> Result<Task, RpcError> {
     let id = task_id(params, "GetTask")?;
-    let task = imports.get(caller, id).map_err(|e| store_error(e, id))?;
-    Ok(task::task(&task, Artifacts::AsHeld))
+    imports.get(caller, id).map_err(|e| store_error(e, id))
 }
 
 /// A live task is answered canceled; one that had ended is left unchanged and
@@ -35,10 +33,10 @@ pub fn cancel_task(
     imports: &impl Imports,
     params: &Map<String, Value>,
     caller: &Caller,
-) -> Result<Value, RpcError> {
+) -> Result<Task, RpcError> {
     let id = task_id(params, "CancelTask")?;
     match imports.cancel(caller, id) {
-        Ok(task) => Ok(task::task(&task, Artifacts::AsHeld)),
+        Ok(task) => Ok(task),
         Err(crate::model::TaskError::WrongState(state)) => {
             Err(RpcError::task_not_cancelable(id, state.wire()))
         }
@@ -50,7 +48,7 @@ pub fn list_tasks(
     imports: &impl Imports,
     params: &Map<String, Value>,
     caller: &Caller,
-) -> Result<Value, RpcError> {
+) -> Result<listing::Answer, RpcError> {
     let listing = listing::read(params)?;
     let page = if listing.matches_nothing {
         Page::default()
@@ -59,5 +57,5 @@ pub fn list_tasks(
             .list(caller, &listing.query)
             .map_err(|e| store_error(e, ""))?
     };
-    Ok(listing::response(&page, &listing))
+    Ok(listing::Answer { page, listing })
 }

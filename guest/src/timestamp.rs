@@ -7,18 +7,29 @@ use time::format_description::well_known::Rfc3339;
 
 /// `2026-10-13T09:00:00.123Z` for milliseconds since the Unix epoch.
 pub fn format_ms(ms: i64) -> String {
-    let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        at.year(),
-        u8::from(at.month()),
-        at.day(),
-        at.hour(),
-        at.minute(),
-        at.second(),
-        at.millisecond()
-    )
+    Rfc3339Ms(ms).to_string()
+}
+
+/// Milliseconds since the Unix epoch, displayed as `2026-10-13T09:00:00.123Z`
+/// (written in place, with no string of its own).
+pub struct Rfc3339Ms(pub i64);
+
+impl std::fmt::Display for Rfc3339Ms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0) * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        write!(
+            f,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            at.year(),
+            u8::from(at.month()),
+            at.day(),
+            at.hour(),
+            at.minute(),
+            at.second(),
+            at.millisecond()
+        )
+    }
 }
 
 /// The first whole millisecond at or after an RFC 3339 timestamp, so that
