@@ -16,6 +16,7 @@
 //!   the reply's resumed TASK_STATE_WORKING.
 //! - murmur.WatchSession follows every task until the door closes.
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::errors::{InvalidParams, RpcError};
@@ -23,11 +24,13 @@ use crate::extensions;
 use crate::http::Request;
 use crate::imports::Imports;
 use crate::model::{
-    Caller, Capsule, Delivery, Event, EventBody, Framed, Next, PassOn, TaskState, Transport,
+    Caller, Capsule, Delivery, Event, EventBody, Framed, Next, PassOn, ResidueItem, Status, Task,
+    TaskState, Transport,
 };
 use crate::rpc::Id;
 use crate::send::{self, Provenance, store_error};
-use crate::task::{self, Artifacts};
+use crate::task::{Keyed, ResidueArtifact, TaskJson, TextArtifact};
+use crate::timestamp::Rfc3339Ms;
 
 /// An idle stream writes a comment this often so proxies keep it open.
 pub const HEARTBEAT_MS: u64 = 15_000;
@@ -41,12 +44,28 @@ pub struct Stream<R> {
     pub headers: Vec<(String, String)>,
     id: Id,
     /// Written first, unnumbered: connection-ack, the opening task.
-    opening: Vec<Value>,
+    opening: Opening,
     /// None: the stream ends after its opening (a rejected task).
     reader: Option<R>,
     follow: Follow,
     /// The stream extension is active: frames are written.
     frames: bool,
+}
+
+/// What a stream writes first: the task it follows (`{"task": …}`), or a
+/// message (`{"message": …}`, the connection-ack).
+enum Opening {
+    Task(Box<Task>),
+    Message(Value),
+}
+
+impl Serialize for Opening {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Opening::Task(task) => Keyed("task", TaskJson::as_held(task)).serialize(serializer),
+            Opening::Message(message) => Keyed("message", message).serialize(serializer),
+        }
+    }
 }
 
 enum Follow {
@@ -112,7 +131,6 @@ pub fn send_streaming_message<I: Imports>(
     if frames {
         used.push(extensions::STREAM);
     }
-    let opening = vec![json!({"task": task::task(&task, Artifacts::AsHeld)})];
     let reader = if task.status.state == TaskState::Rejected {
         None
     } else {
@@ -125,7 +143,7 @@ pub fn send_streaming_message<I: Imports>(
     Ok(Stream {
         headers: headers(&used),
         id: id.clone(),
-        opening,
+        opening: Opening::Task(Box::new(task)),
         reader,
         follow: Follow::Task { until_paused: true },
         frames,
@@ -162,7 +180,7 @@ pub fn subscribe_to_task<I: Imports>(
     Ok(Stream {
         headers: headers(if frames { &[extensions::STREAM] } else { &[] }),
         id: id.clone(),
-        opening: vec![json!({"task": task::task(&task, Artifacts::AsHeld)})],
+        opening: Opening::Task(Box::new(task)),
         reader: Some(reader),
         follow: Follow::Task {
             until_paused: false,
@@ -200,7 +218,7 @@ pub fn watch_session<I: Imports>(
     Stream {
         headers: headers(&[extensions::DOOR, extensions::STREAM]),
         id: id.clone(),
-        opening: vec![json!({"message": ack})],
+        opening: Opening::Message(ack),
         reader: Some(reader),
         follow: Follow::Session,
         frames: true,
@@ -219,10 +237,8 @@ pub fn pump<I: Imports>(
     stream: Stream<I::Reader>,
     sink: &mut dyn FnMut(&[u8]) -> bool,
 ) {
-    for opening in &stream.opening {
-        if !sse_to(sink, None, &stream.id, opening) {
-            return;
-        }
+    if !sse_to(sink, None, &stream.id, &stream.opening) {
+        return;
     }
     let Some(reader) = &stream.reader else { return };
     let pass = PassOn {
@@ -319,64 +335,47 @@ impl Follow {
 
 /// The SSE event for event `id` whose StreamResponse is `result`, its
 /// request id cut out: what every stream of this door version writes.
-fn frame(id: u64, state: Option<TaskState>, result: &Value) -> Framed {
+fn frame(id: u64, state: Option<TaskState>, result: &Rendered) -> Framed {
     let mut sse = format!("id: {id}\ndata: {{\"jsonrpc\":\"2.0\",\"id\":").into_bytes();
     let request_id_at = sse.len();
     sse.extend_from_slice(br#","result":"#);
-    serde_json::to_writer(&mut sse, result).expect("a Value serializes");
+    serde_json::to_writer(&mut sse, result).expect("an event serializes");
     sse.extend_from_slice(b"}\n\n");
     Framed {
         id,
         state,
-        frame: result.get("message").is_some(),
+        frame: matches!(result, Rendered::Frame(_)),
         sse,
         request_id_at,
     }
 }
 
-/// An event as a StreamResponse; None for a frame when frames are off. Its
-/// texts are moved in, not copied: a stream holds one copy of an event.
-fn render<I: Imports>(imports: &I, event: Event, frames: bool) -> Option<Value> {
-    match event.body {
-        EventBody::Status { status, message_id } => {
-            let mut out = Map::new();
-            out.insert("state".into(), json!(status.state.wire()));
-            if let Some(text) = status.message {
-                let message_id =
-                    message_id.unwrap_or_else(|| format!("msg_{}_status", event.task_id));
-                out.insert(
-                    "message".into(),
-                    json!({
-                        "messageId": message_id,
-                        "contextId": event.context_id,
-                        "taskId": event.task_id,
-                        "role": "ROLE_AGENT",
-                        "parts": [stream_text(text)],
-                    }),
-                );
-            }
-            out.insert(
-                "timestamp".into(),
-                json!(crate::timestamp::format_ms(status.timestamp_ms)),
-            );
-            Some(
-                json!({"statusUpdate": {"taskId": event.task_id, "contextId": event.context_id, "status": out}}),
-            )
-        }
+/// An event as a StreamResponse; None for a frame when frames are off.
+fn render<I: Imports>(imports: &I, event: Event, frames: bool) -> Option<Rendered> {
+    let Event {
+        task_id,
+        context_id,
+        body,
+        ..
+    } = event;
+    match body {
+        EventBody::Status { status, message_id } => Some(Rendered::Status(StatusUpdate {
+            task_id,
+            context_id,
+            status,
+            message_id,
+        })),
         EventBody::Artifact {
             artifact_id,
             text,
             residue,
-        } => {
-            let artifact = if artifact_id == "residue" {
-                task::residue_artifact(&residue)
-            } else {
-                task::text_artifact(&artifact_id, &text.unwrap_or_default())
-            };
-            Some(
-                json!({"artifactUpdate": {"taskId": event.task_id, "contextId": event.context_id, "artifact": artifact}}),
-            )
-        }
+        } => Some(Rendered::Artifact(ArtifactUpdate {
+            task_id,
+            context_id,
+            artifact_id,
+            text: text.unwrap_or_default(),
+            residue,
+        })),
         EventBody::Frame { kind, body } => frames.then(|| {
             // A text frame's text is its message's part, and a field of
             // its metadata too.
@@ -389,9 +388,113 @@ fn render<I: Imports>(imports: &I, event: Event, frames: bool) -> Option<Value> 
             if let Value::Object(body) = body {
                 fields.extend(body.into_iter().filter(|(k, _)| k != "frame"));
             }
-            let event = (&event.task_id, &event.context_id);
-            json!({"message": frame_message(imports, Some(event), text, Value::Object(fields))})
+            let event = (&task_id, &context_id);
+            Rendered::Frame(json!({"message": frame_message(imports, Some(event), text, Value::Object(fields))}))
         }),
+    }
+}
+
+/// A StreamResponse an event renders as: written straight from the event,
+/// but for a frame, whose fields are the agent's own JSON.
+enum Rendered {
+    Status(StatusUpdate),
+    Artifact(ArtifactUpdate),
+    Frame(Value),
+}
+
+impl Serialize for Rendered {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Rendered::Status(update) => Keyed("statusUpdate", update).serialize(serializer),
+            Rendered::Artifact(update) => Keyed("artifactUpdate", update).serialize(serializer),
+            Rendered::Frame(message) => message.serialize(serializer),
+        }
+    }
+}
+
+/// `statusUpdate`: the status as it happened, its message named by the id the
+/// event carries, or after the task for a terminal status.
+struct StatusUpdate {
+    task_id: String,
+    context_id: String,
+    status: Status,
+    message_id: Option<String>,
+}
+
+impl Serialize for StatusUpdate {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut update = serializer.serialize_map(Some(3))?;
+        update.serialize_entry("taskId", &self.task_id)?;
+        update.serialize_entry("contextId", &self.context_id)?;
+        update.serialize_entry("status", &StatusJson(self))?;
+        update.end()
+    }
+}
+
+struct StatusJson<'a>(&'a StatusUpdate);
+
+impl Serialize for StatusJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let update = self.0;
+        let mut status = serializer.serialize_map(None)?;
+        status.serialize_entry("state", update.status.state.wire())?;
+        if let Some(text) = &update.status.message {
+            status.serialize_entry("message", &StatusMessage { update, text })?;
+        }
+        status.serialize_entry(
+            "timestamp",
+            &format_args!("{}", Rfc3339Ms(update.status.timestamp_ms)),
+        )?;
+        status.end()
+    }
+}
+
+struct StatusMessage<'a> {
+    update: &'a StatusUpdate,
+    text: &'a str,
+}
+
+impl Serialize for StatusMessage<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let update = self.update;
+        let mut message = serializer.serialize_map(Some(5))?;
+        match &update.message_id {
+            Some(id) => message.serialize_entry("messageId", id)?,
+            None => message
+                .serialize_entry("messageId", &format_args!("msg_{}_status", update.task_id))?,
+        }
+        message.serialize_entry("contextId", &update.context_id)?;
+        message.serialize_entry("taskId", &update.task_id)?;
+        message.serialize_entry("role", "ROLE_AGENT")?;
+        message.serialize_entry("parts", &[StreamText(self.text)])?;
+        message.end()
+    }
+}
+
+/// `artifactUpdate`: the artifact whole, as GetTask carries it.
+struct ArtifactUpdate {
+    task_id: String,
+    context_id: String,
+    artifact_id: String,
+    text: String,
+    residue: Vec<ResidueItem>,
+}
+
+impl Serialize for ArtifactUpdate {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut update = serializer.serialize_map(Some(3))?;
+        update.serialize_entry("taskId", &self.task_id)?;
+        update.serialize_entry("contextId", &self.context_id)?;
+        if self.artifact_id == "residue" {
+            update.serialize_entry("artifact", &ResidueArtifact(&self.residue))?;
+        } else {
+            let artifact = TextArtifact {
+                id: &self.artifact_id,
+                text: &self.text,
+            };
+            update.serialize_entry("artifact", &artifact)?;
+        }
+        update.end()
     }
 }
 
@@ -410,22 +513,27 @@ fn frame_message<I: Imports>(
         message.insert("taskId".into(), json!(task_id));
     }
     message.insert("role".into(), json!("ROLE_AGENT"));
-    message.insert("parts".into(), json!([stream_text(text)]));
+    let text: String = text.into();
+    message.insert("parts".into(), json!([StreamText(&text)]));
     message.insert("metadata".into(), json!({(extensions::STREAM): fields}));
     Value::Object(message)
 }
 
 /// A text part as the streams write it (the reference's stream examples put
 /// mediaType first).
-fn stream_text(text: impl Into<String>) -> Value {
-    let mut part = Map::new();
-    part.insert("mediaType".into(), json!("text/plain"));
-    part.insert("text".into(), Value::String(text.into()));
-    Value::Object(part)
+struct StreamText<'a>(&'a str);
+
+impl Serialize for StreamText<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut part = serializer.serialize_map(Some(2))?;
+        part.serialize_entry("mediaType", "text/plain")?;
+        part.serialize_entry("text", self.0)?;
+        part.end()
+    }
 }
 
 /// One SSE event as bytes (see [`sse_to`]).
-pub fn sse(event_id: Option<u64>, request_id: &Id, result: &Value) -> Vec<u8> {
+pub fn sse(event_id: Option<u64>, request_id: &Id, result: &impl Serialize) -> Vec<u8> {
     let mut out = Vec::new();
     sse_to(
         &mut |bytes: &[u8]| {
@@ -450,7 +558,7 @@ pub fn sse_to(
     sink: &mut dyn FnMut(&[u8]) -> bool,
     event_id: Option<u64>,
     request_id: &Id,
-    result: &Value,
+    result: &impl Serialize,
 ) -> bool {
     sse_around(sink, event_id, request_id, |out| {
         serde_json::to_writer(out, result).map_err(std::io::Error::from)

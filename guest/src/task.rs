@@ -6,7 +6,6 @@
 //! first.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::Value;
 
 use crate::model::{MemberStatus, ResidueItem, RunningCommand, Task, TaskMetadata, TaskState};
 use crate::timestamp;
@@ -38,16 +37,6 @@ impl<'a> TaskJson<'a> {
             artifacts: Artifacts::AsHeld,
         }
     }
-}
-
-/// The task as GetTask answers it, as a JSON value.
-pub fn task(task: &Task, artifacts: Artifacts) -> Value {
-    to_value(TaskJson { task, artifacts })
-}
-
-/// A view as a JSON value, for answers that are built further.
-fn to_value(view: impl Serialize) -> Value {
-    serde_json::to_value(view).expect("a task view serializes")
 }
 
 impl Serialize for TaskJson<'_> {
@@ -177,9 +166,9 @@ impl Serialize for ArtifactJson<'_> {
 }
 
 /// An artifact of one text part; its id is its name.
-struct TextArtifact<'a> {
-    id: &'a str,
-    text: &'a str,
+pub struct TextArtifact<'a> {
+    pub id: &'a str,
+    pub text: &'a str,
 }
 
 impl Serialize for TextArtifact<'_> {
@@ -192,13 +181,8 @@ impl Serialize for TextArtifact<'_> {
     }
 }
 
-/// An artifact of one text part, as a JSON value.
-pub fn text_artifact(id: &str, text: &str) -> Value {
-    to_value(TextArtifact { id, text })
-}
-
 /// The residue artifact: one data part per item.
-struct ResidueArtifact<'a>(&'a [ResidueItem]);
+pub struct ResidueArtifact<'a>(pub &'a [ResidueItem]);
 
 impl Serialize for ResidueArtifact<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -208,11 +192,6 @@ impl Serialize for ResidueArtifact<'_> {
         artifact.serialize_entry("parts", &Seq(self.0.iter().map(ResiduePart)))?;
         artifact.end()
     }
-}
-
-/// The residue artifact, as a JSON value.
-pub fn residue_artifact(residue: &[ResidueItem]) -> Value {
-    to_value(ResidueArtifact(residue))
 }
 
 struct ResiduePart<'a>(&'a ResidueItem);
@@ -346,7 +325,12 @@ where
 mod tests {
     use super::*;
     use crate::model::Status;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    /// The task as GetTask (or ListTasks) renders it, as a JSON value.
+    fn task(task: &Task, artifacts: Artifacts) -> Value {
+        serde_json::to_value(TaskJson { task, artifacts }).unwrap()
+    }
 
     fn sample(state: TaskState) -> Task {
         Task {
