@@ -819,9 +819,16 @@ async fn event_ids_survive_a_resume_and_an_old_id_reads_a_gap() {
     assert_eq!(hub.events().latest(), 8);
     hub.close();
 
-    // The first store still holds the directory's lock, which a crashed
-    // process would have let go of.
-    let resumed = Store::open_locked(dir.path(), true, now_ms()).unwrap();
+    // What a crash leaves: the file and its log as they are now, with the
+    // first store still open (it holds the file, as a live process would).
+    let crashed = TempDir::new("events-resume-crashed");
+    for name in ["session.db", "session.db-wal"] {
+        let from = dir.path().join(name);
+        if from.exists() {
+            std::fs::copy(&from, crashed.path().join(name)).unwrap();
+        }
+    }
+    let resumed = Store::open(crashed.path(), true, now_ms()).unwrap();
     assert_eq!(resumed.failed_by_resume, std::slice::from_ref(&live.id));
     let hub = Hub::new(
         resumed.store,

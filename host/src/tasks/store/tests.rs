@@ -499,6 +499,35 @@ fn a_session_file_has_small_pages_and_its_plans_are_kept() {
     assert_eq!(pragma("journal_mode"), "Text(\"wal\")");
 }
 
+// A session's file is its process's own while the session runs: no
+// other connection reads or writes it, and its log index lives in the
+// process's memory, not in a shared `-shm` file.
+#[test]
+fn a_running_session_holds_its_file_exclusively() {
+    let dir = TempDir::new("store-exclusive");
+    let store = Store::open(dir.path(), false, 1).unwrap().store;
+    store
+        .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 2, 0)
+        .unwrap();
+    let path = dir.path().join(super::open::SESSION_DB);
+    let count = || {
+        rusqlite::Connection::open(&path).unwrap().query_row(
+            "SELECT COUNT(*) FROM tasks",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+    };
+    let refused = count().unwrap_err();
+    assert_eq!(
+        refused.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy),
+        "{refused}"
+    );
+    assert!(!dir.path().join("session.db-shm").exists());
+    drop(store);
+    assert_eq!(count().unwrap(), 1);
+}
+
 #[test]
 fn resume_keeps_the_session_and_fails_live_tasks() {
     let dir = TempDir::new("store-resume");
