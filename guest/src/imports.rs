@@ -4,7 +4,7 @@
 
 use crate::model::{
     Caller, Capsule, CompletionRefusal, Framed, Grant, ListQuery, NewTask, Next, Page, PassOn,
-    StopReport, Task, TaskError,
+    Started, StopReport, Task, TaskError,
 };
 
 pub trait Imports {
@@ -25,7 +25,7 @@ pub trait Imports {
     ) -> Result<String, CompletionRefusal>;
 
     /// `task-store.start`.
-    fn start(&self, task: NewTask) -> Result<Task, TaskError>;
+    fn start(&self, task: NewTask) -> Result<Started, TaskError>;
     /// `task-store.reply`.
     fn reply(
         &self,

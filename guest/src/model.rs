@@ -252,6 +252,14 @@ pub struct Task {
     pub change: u64,
 }
 
+/// A task `start` recorded: as first recorded, and as it settled when its
+/// agent ended it in the same write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Started {
+    pub task: Task,
+    pub settled: Option<Task>,
+}
+
 /// Where a task came from (`x-murmur-task-origin`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {

@@ -11,7 +11,7 @@ use crate::http::Response;
 use crate::imports::Imports;
 use crate::message::{self, Message};
 use crate::model::{
-    Caller, Capsule, CompletionRefusal, NewTask, Origin, Task, TaskError, TaskState,
+    Caller, Capsule, CompletionRefusal, NewTask, Origin, Started, Task, TaskError, TaskState,
 };
 use crate::rpc::{self, Id};
 use crate::task::{Keyed, TaskJson};
@@ -34,11 +34,15 @@ pub fn send_message(
     provenance: Provenance,
     id: &Id,
 ) -> Result<Response, RpcError> {
-    let (message, task) = accept(imports, capsule, params, caller, provenance)?;
+    let (message, Started { task, settled }) =
+        accept(imports, capsule, params, caller, provenance)?;
     // A rejected task is answered at once; otherwise the task is held until
-    // it settles unless the client asked for returnImmediately.
+    // it settles unless the client asked for returnImmediately. A task its
+    // agent ended as it started is answered as it settled.
     let task = if message.return_immediately || task.status.state == TaskState::Rejected {
         task
+    } else if let Some(settled) = settled {
+        settled
     } else {
         imports
             .wait_settled(caller, &task.id)
@@ -51,17 +55,18 @@ pub fn send_message(
 }
 
 /// Reads the message and hands it to the session: a new task, or the reply
-/// to the task its taskId names. Every refusal comes before anything starts.
+/// to the task its taskId names (never settled as it starts). Every refusal
+/// comes before anything starts.
 pub fn accept(
     imports: &impl Imports,
     capsule: &Capsule,
     params: &Map<String, Value>,
     caller: &Caller,
     provenance: Provenance,
-) -> Result<(Message, Task), RpcError> {
+) -> Result<(Message, Started), RpcError> {
     let message = message::read(params, capsule)?;
     let text = text_for_agent(imports, caller, &message, provenance.trust.as_deref());
-    let task = match &message.task_id {
+    let started = match &message.task_id {
         None => imports
             .start(NewTask {
                 caller: caller.clone(),
@@ -74,11 +79,14 @@ pub fn accept(
                 forget_session: message.forget_session,
             })
             .map_err(|e| store_error(e, ""))?,
-        Some(task_id) => imports
-            .reply(caller, task_id, message.context_id.as_deref(), &text)
-            .map_err(|e| continue_error(e, task_id, message.context_id.as_deref()))?,
+        Some(task_id) => Started {
+            task: imports
+                .reply(caller, task_id, message.context_id.as_deref(), &text)
+                .map_err(|e| continue_error(e, task_id, message.context_id.as_deref()))?,
+            settled: None,
+        },
     };
-    Ok((message, task))
+    Ok((message, started))
 }
 
 fn answer(id: &Id, message: &Message, task: &Task) -> Response {

@@ -24,8 +24,8 @@ use crate::extensions;
 use crate::http::Request;
 use crate::imports::Imports;
 use crate::model::{
-    Caller, Capsule, Delivery, Event, EventBody, Framed, Next, PassOn, ResidueItem, Status, Task,
-    TaskState, Transport,
+    Caller, Capsule, Delivery, Event, EventBody, Framed, Next, PassOn, ResidueItem, Started,
+    Status, Task, TaskState, Transport,
 };
 use crate::rpc::Id;
 use crate::send::{self, Provenance, store_error};
@@ -122,7 +122,10 @@ pub fn send_streaming_message<I: Imports>(
 ) -> Result<Stream<I::Reader>, RpcError> {
     // Noted before the task starts, so its first events are read too.
     let mark = last_event_id(request).unwrap_or_else(|| imports.latest_event());
-    let (message, task) = send::accept(imports, capsule, params, caller, provenance)?;
+    // The stream opens with the task as first recorded and reads how it
+    // settled from the log, like any other.
+    let (message, Started { task, .. }) =
+        send::accept(imports, capsule, params, caller, provenance)?;
     let frames = activates_stream(request);
     let mut used = Vec::new();
     if message.uses_door_extension {

@@ -309,6 +309,40 @@ fn forget_session_needs_a_harness() {
     assert_eq!(host.waits.get(), 0, "returnImmediately holds nothing");
 }
 
+// "Answers": a held message is answered once its task settles, as GetTask
+// reports it then; a task its agent ended in the same write as its start is
+// answered as it settled, with no wait and no read of it again.
+#[test]
+fn a_task_settled_as_it_started_is_answered_at_once() {
+    let host = public();
+    host.settles_at_start.set(true);
+    let params = json!({"message": message(json!([{"text": "reply ok"}]))});
+    let (answer, _) = send(&host, params);
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    assert_eq!(host.waits.get(), 0);
+
+    // returnImmediately: the task as first recorded, settled or not.
+    let params = json!({"message": message(json!([{"text": "reply ok"}])), "configuration": {"returnImmediately": true}});
+    let (answer, _) = send(&host, params);
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"],
+        "TASK_STATE_SUBMITTED"
+    );
+
+    // Without it, the door waits for the task to settle.
+    let host = public();
+    let params = json!({"message": message(json!([{"text": "reply ok"}]))});
+    let (answer, _) = send(&host, params);
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    assert_eq!(host.waits.get(), 1);
+}
+
 // Check 11 and "Image parts": each refusal names message.parts[i], in the
 // table's order; a message carrying only images starts a task, and images
 // are not text.

@@ -156,9 +156,9 @@ impl Imports for Native {
         .map_err(completion_refusal)
     }
 
-    fn start(&self, task: NewTask) -> Result<Task, TaskError> {
+    fn start(&self, task: NewTask) -> Result<Started, TaskError> {
         self.call(|v| store::Host::start(v, to_new_task(task)))
-            .map(from_store)
+            .map(from_started)
             .map_err(task_error)
     }
 

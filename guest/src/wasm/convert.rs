@@ -167,6 +167,13 @@ fn to_store_state(state: TaskState) -> store::TaskState {
         .expect("every state is mapped")
 }
 
+fn from_started(started: store::Started) -> Started {
+    Started {
+        task: from_store(started.task),
+        settled: started.settled.map(from_store),
+    }
+}
+
 fn from_store(task: store::Task) -> Task {
     Task {
         id: task.id,

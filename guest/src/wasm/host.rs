@@ -7,8 +7,8 @@ use crate::Imports;
 use crate::model::{
     Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Framed,
     Grant, ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page, PassOn, ResidueItem,
-    RunningCommand, Scope, Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata,
-    TaskState, Transport,
+    RunningCommand, Scope, Started, Status, StopReport, Task, TaskAcceptance, TaskError,
+    TaskMetadata, TaskState, Transport,
 };
 
 wit_bindgen::generate!({
@@ -53,9 +53,9 @@ impl Imports for Host {
             .map_err(completion_refusal)
     }
 
-    fn start(&self, task: NewTask) -> Result<Task, TaskError> {
+    fn start(&self, task: NewTask) -> Result<Started, TaskError> {
         store::start(&to_new_task(task))
-            .map(from_store)
+            .map(from_started)
             .map_err(task_error)
     }
 

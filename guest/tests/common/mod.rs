@@ -9,8 +9,8 @@ use std::collections::VecDeque;
 
 use murmur_door_guest::model::{
     Caller, Capsule, CompletionRefusal, Credential, Delivery, Event, Framed, Grant, ImageLimits,
-    ListQuery, NewTask, Next, Page, PassOn, Scope, Status, StopReport, Task, TaskAcceptance,
-    TaskError, TaskMetadata, TaskState, Transport,
+    ListQuery, NewTask, Next, Page, PassOn, Scope, Started, Status, StopReport, Task,
+    TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
 };
 use murmur_door_guest::{Imports, Request, Response};
 use serde_json::Value;
@@ -29,6 +29,9 @@ pub struct FakeHost {
     pub waits: Cell<u32>,
     /// What a started task becomes once it settles.
     pub settles_as: Cell<TaskState>,
+    /// Start answers the task settled too, as an agent that ends it in the
+    /// same write as its start.
+    pub settles_at_start: Cell<bool>,
     /// Start answers rejected (the capsule is busy).
     pub busy: Cell<bool>,
     /// The event log: deliveries every reader opened from now on reads, in
@@ -77,6 +80,7 @@ impl FakeHost {
             waits: Cell::new(0),
             kept: RefCell::default(),
             settles_as: Cell::new(TaskState::Completed),
+            settles_at_start: Cell::new(false),
             busy: Cell::new(false),
             failing: RefCell::new(None),
             log: RefCell::default(),
@@ -204,7 +208,7 @@ impl Imports for FakeHost {
         }
     }
 
-    fn start(&self, task: NewTask) -> Result<Task, TaskError> {
+    fn start(&self, task: NewTask) -> Result<Started, TaskError> {
         let state = if self.busy.get() {
             TaskState::Rejected
         } else {
@@ -223,7 +227,15 @@ impl Imports for FakeHost {
             }
         }
         self.started.borrow_mut().push(task);
-        self.find(&None, &id)
+        let first = self.find(&None, &id)?;
+        let settled = (self.settles_at_start.get() && !self.busy.get()).then(|| {
+            self.set_state(&id, self.settles_as.get());
+            self.find(&None, &id)
+        });
+        Ok(Started {
+            task: first,
+            settled: settled.transpose()?,
+        })
     }
 
     fn reply(

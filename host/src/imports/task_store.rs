@@ -5,11 +5,16 @@ use wasmtime::component::Resource;
 use wasmtime_wasi::p2::DynPollable;
 
 use super::DoorCtxView;
-use crate::bindings::task_store::{Caller, Host, ListQuery, NewTask, Page, Task, TaskError};
+use crate::bindings::task_store::{
+    Caller, Host, ListQuery, NewTask, Page, Started, Task, TaskError,
+};
 
 impl Host for DoorCtxView<'_> {
-    fn start(&mut self, task: NewTask) -> Result<Task, TaskError> {
-        self.ctx.changing(self.ctx.session.tasks.start(task))
+    fn start(&mut self, task: NewTask) -> Result<Started, TaskError> {
+        let started = self.ctx.session.tasks.start_settled(task);
+        self.ctx
+            .changing(started)
+            .map(|(task, settled)| Started { task, settled })
     }
 
     fn reply(

@@ -30,6 +30,15 @@ impl Hub {
     /// ([`super::agent::Agent::ends_at_once`]) is written ended. Answers the
     /// task as first recorded. Needs a tokio runtime.
     pub fn start(self: &Arc<Self>, new: NewTask) -> Result<Task, TaskError> {
+        self.start_settled(new).map(|(task, _)| task)
+    }
+
+    /// [`Hub::start`], and the task as it settled when it was written ended:
+    /// what a held SendMessage answers, without waiting or reading it again.
+    pub fn start_settled(
+        self: &Arc<Self>,
+        new: NewTask,
+    ) -> Result<(Task, Option<Task>), TaskError> {
         let id = ids::task_id();
         let context_id = new.context_id.unwrap_or_else(ids::context_id);
         let mut live = self.lock();
@@ -91,19 +100,20 @@ impl Hub {
             .map_err(unavailable)?;
         self.events.publish(ids, &task.id, &task.context_id, bodies);
         if refusal.is_some() {
-            return Ok(task);
+            return Ok((task, None));
         }
         if ended.is_some() {
             // As first recorded, like any other.
-            return Ok(Task {
+            let first = Task {
                 status: Status {
                     state: TaskState::Submitted,
                     message: None,
                     timestamp_ms: now,
                 },
                 response: None,
-                ..task
-            });
+                ..task.clone()
+            };
+            return Ok((first, Some(task)));
         }
         live.tasks.insert(
             id.clone(),
@@ -125,7 +135,7 @@ impl Hub {
         } else {
             live.queue.push_back((id, input));
         }
-        Ok(task)
+        Ok((task, None))
     }
 
     /// Starts the next queued task, if nothing runs.

@@ -22,6 +22,35 @@ fn state(hub: &Hub, id: &str) -> TaskState {
     hub.get(&None, id).unwrap().status.state
 }
 
+// A task its agent ends as it starts is answered settled by `start` too,
+// exactly as GetTask then reports it; any other is not.
+#[tokio::test]
+async fn a_task_ended_as_it_starts_is_answered_settled() {
+    let hub = hub(TaskAcceptance::Queue);
+    let (first, settled) = hub
+        .start_settled(new_task(declared("a"), "reply hi"))
+        .unwrap();
+    assert_eq!(first.status.state, TaskState::Submitted);
+    assert_eq!(first.response, None);
+    let settled = settled.expect("the script agent ends `reply hi` at once");
+    assert_eq!(settled.status.state, TaskState::Completed);
+    assert_eq!(hub.get(&declared("a"), &first.id).unwrap(), settled);
+
+    let (running, settled) = hub.start_settled(new_task(None, "sleep 10000")).unwrap();
+    assert_eq!(settled, None);
+    // Queued behind nothing now, and not ended: a task queued behind it
+    // is not settled as it starts either.
+    let (queued, settled) = hub.start_settled(new_task(None, "reply b")).unwrap();
+    assert_eq!(settled, None);
+    assert_eq!(state(&hub, &queued.id), TaskState::Submitted);
+    hub.cancel(&None, &running.id).unwrap();
+    // Refused while closing: rejected, and not settled as it starts.
+    hub.close();
+    let (rejected, settled) = hub.start_settled(new_task(None, "reply c")).unwrap();
+    assert_eq!(rejected.status.state, TaskState::Rejected);
+    assert_eq!(settled, None);
+}
+
 #[tokio::test]
 async fn single_rejects_a_second_live_task_and_stores_it() {
     let hub = hub(TaskAcceptance::Single);
