@@ -313,11 +313,6 @@ impl RpcError {
             ),
         }
     }
-
-    /// The JSON-RPC `error` member.
-    pub fn to_json(&self) -> Value {
-        serde_json::to_value(self).expect("an error serializes")
-    }
 }
 
 /// `{"code", "message", "data": [ErrorInfo]}`; no `data` for a standard
@@ -642,7 +637,7 @@ mod tests {
     // Reference, "Errors": standard JSON-RPC errors carry no data.
     #[test]
     fn standard_errors_carry_no_data() {
-        let e = RpcError::parse_error().to_json();
+        let e = RpcError::parse_error();
         assert_eq!(
             serde_json::to_string(&e).unwrap(),
             r#"{"code":-32700,"message":"Invalid JSON payload"}"#
@@ -652,7 +647,7 @@ mod tests {
     // Reference, "Errors": the -32002 example, byte for byte up to the id.
     #[test]
     fn a2a_error_carries_one_error_info() {
-        let e = RpcError::task_not_cancelable("tsk_1", "TASK_STATE_COMPLETED").to_json();
+        let e = RpcError::task_not_cancelable("tsk_1", "TASK_STATE_COMPLETED");
         assert_eq!(
             serde_json::to_string(&e).unwrap(),
             r#"{"code":-32002,"message":"Task cannot be canceled: it is already TASK_STATE_COMPLETED","data":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"TASK_NOT_CANCELABLE","domain":"a2a-protocol.org","metadata":{"taskId":"tsk_1","state":"TASK_STATE_COMPLETED"}}]}"#
@@ -662,7 +657,7 @@ mod tests {
     // Reference, "Completion errors": the -31002 example.
     #[test]
     fn completion_errors_are_in_murmur_domain() {
-        let e = RpcError::completion_not_awaited(Some("dlg_1"), false).to_json();
+        let e = RpcError::completion_not_awaited(Some("dlg_1"), false);
         assert_eq!(
             serde_json::to_string(&e).unwrap(),
             r#"{"code":-31002,"message":"no task in this session is waiting for delegation dlg_1","data":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"COMPLETION_NOT_AWAITED","domain":"murmur.nexus","metadata":{"delegationId":"dlg_1"}}]}"#

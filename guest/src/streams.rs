@@ -392,7 +392,7 @@ fn render<I: Imports>(imports: &I, event: Event, frames: bool) -> Option<Rendere
                 fields.extend(body.into_iter().filter(|(k, _)| k != "frame"));
             }
             let event = (&task_id, &context_id);
-            Rendered::Frame(json!({"message": frame_message(imports, Some(event), text, Value::Object(fields))}))
+            Rendered::Frame(json!({"message": frame_message(imports, Some(event), &text, Value::Object(fields))}))
         }),
     }
 }
@@ -444,10 +444,7 @@ impl Serialize for StatusJson<'_> {
         if let Some(text) = &update.status.message {
             status.serialize_entry("message", &StatusMessage { update, text })?;
         }
-        status.serialize_entry(
-            "timestamp",
-            &format_args!("{}", Rfc3339Ms(update.status.timestamp_ms)),
-        )?;
+        status.serialize_entry("timestamp", &Rfc3339Ms(update.status.timestamp_ms))?;
         status.end()
     }
 }
@@ -506,7 +503,7 @@ impl Serialize for ArtifactUpdate {
 fn frame_message<I: Imports>(
     imports: &I,
     event: Option<(&String, &String)>,
-    text: impl Into<String>,
+    text: &str,
     fields: Value,
 ) -> Value {
     let mut message = Map::new();
@@ -516,8 +513,7 @@ fn frame_message<I: Imports>(
         message.insert("taskId".into(), json!(task_id));
     }
     message.insert("role".into(), json!("ROLE_AGENT"));
-    let text: String = text.into();
-    message.insert("parts".into(), json!([StreamText(&text)]));
+    message.insert("parts".into(), json!([StreamText(text)]));
     message.insert("metadata".into(), json!({(extensions::STREAM): fields}));
     Value::Object(message)
 }

@@ -8,7 +8,7 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::model::{MemberStatus, ResidueItem, RunningCommand, Task, TaskMetadata, TaskState};
-use crate::timestamp;
+use crate::timestamp::Rfc3339Ms;
 
 /// Which artifacts a rendering carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,10 +76,7 @@ impl Serialize for StatusJson<'_> {
         {
             status.serialize_entry("message", &StatusMessage { task, text })?;
         }
-        status.serialize_entry(
-            "timestamp",
-            &format_args!("{}", timestamp::Rfc3339Ms(task.status.timestamp_ms)),
-        )?;
+        status.serialize_entry("timestamp", &Rfc3339Ms(task.status.timestamp_ms))?;
         status.end()
     }
 }

@@ -5,14 +5,15 @@
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-/// `2026-10-13T09:00:00.123Z` for milliseconds since the Unix epoch.
-pub fn format_ms(ms: i64) -> String {
-    Rfc3339Ms(ms).to_string()
-}
-
-/// Milliseconds since the Unix epoch, displayed as `2026-10-13T09:00:00.123Z`
-/// (written in place, with no string of its own).
+/// Milliseconds since the Unix epoch, displayed and serialized as
+/// `2026-10-13T09:00:00.123Z` (written in place, with no string of its own).
 pub struct Rfc3339Ms(pub i64);
+
+impl serde::Serialize for Rfc3339Ms {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
 
 impl std::fmt::Display for Rfc3339Ms {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -91,9 +92,15 @@ mod tests {
     // "Status timestamps": RFC 3339 UTC with milliseconds and a Z.
     #[test]
     fn formats_with_milliseconds_and_z() {
-        assert_eq!(format_ms(1_760_346_000_123), "2025-10-13T09:00:00.123Z");
-        assert_eq!(format_ms(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_ms(1_760_346_000_000), "2025-10-13T09:00:00.000Z");
+        assert_eq!(
+            Rfc3339Ms(1_760_346_000_123).to_string(),
+            "2025-10-13T09:00:00.123Z"
+        );
+        assert_eq!(Rfc3339Ms(0).to_string(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            Rfc3339Ms(1_760_346_000_000).to_string(),
+            "2025-10-13T09:00:00.000Z"
+        );
     }
 
     // "ListTasks": statusTimestampAfter in any offset, inclusive.
@@ -109,7 +116,7 @@ mod tests {
         );
         // A finer cutoff rounds up: .1231 excludes a task at .123.
         assert_eq!(parse_cutoff_ms("2025-10-13T09:00:00.1231Z"), Some(at + 1));
-        assert_eq!(parse_cutoff_ms(&format_ms(at)), Some(at));
+        assert_eq!(parse_cutoff_ms(&Rfc3339Ms(at).to_string()), Some(at));
     }
 
     #[test]

@@ -400,7 +400,7 @@ impl Server {
     /// line (`request`, at debug) adds the status and the microseconds to the
     /// response head: recorded on the span itself, they cost a short request
     /// about 4% of its throughput. At info (the default) the span is not
-    /// made, which saves a short request another 6%; the door's failure
+    /// made, which saves a short request another 5%; the door's failure
     /// still names the JSON-RPC method it failed on.
     async fn handle(
         self: Arc<Self>,

@@ -38,8 +38,8 @@ async fn a_task_ended_as_it_starts_is_answered_settled() {
 
     let (running, settled) = hub.start_settled(new_task(None, "sleep 10000")).unwrap();
     assert_eq!(settled, None);
-    // Queued behind nothing now, and not ended: a task queued behind it
-    // is not settled as it starts either.
+    // A task queued behind the running one is not settled as it starts
+    // either.
     let (queued, settled) = hub.start_settled(new_task(None, "reply b")).unwrap();
     assert_eq!(settled, None);
     assert_eq!(state(&hub, &queued.id), TaskState::Submitted);
