@@ -12,6 +12,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use murmur_door_host::admission;
 use murmur_door_host::agents::{Agent, CommandAgent, ScriptAgent};
 use murmur_door_host::cache::{CompileCache, Compiled};
