@@ -518,7 +518,10 @@ impl Server {
             busy.streaming();
             OpenStream::new(&self.streams)
         });
-        let rpc = tally.request_method();
+        // Read from the body again only for a span or a metric that names it.
+        let rpc = (self.metrics.is_some() || !span.is_disabled())
+            .then(|| tally.request_method())
+            .flatten();
         if let Some(rpc) = &rpc {
             span.record("rpc", rpc.as_str());
         }
