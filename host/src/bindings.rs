@@ -15,10 +15,12 @@ wasmtime::component::bindgen!({
     },
     // A reader handle the table does not hold is a host bug, not an answer:
     // it traps the request rather than panicking the host.
-    // `pass-on` waits for events and for the client to take them.
+    // `pass-on` waits for events and for the client to take them; `start`
+    // waits for its batch to be written.
     imports: {
         "murmur:door/events": trappable,
         "murmur:door/events.[method]events.pass-on": async | trappable,
+        "murmur:door/task-store.start": async,
     },
     require_store_data_send: true,
     additional_derives: [PartialEq],

@@ -157,9 +157,13 @@ impl Imports for Native {
     }
 
     fn start(&self, task: NewTask) -> Result<Started, TaskError> {
-        self.call(|v| store::Host::start(v, to_new_task(task)))
-            .map(from_started)
-            .map_err(task_error)
+        let start = |v: &mut DoorCtxView<'_>| {
+            tokio::task::block_in_place(|| {
+                self.runtime
+                    .block_on(store::Host::start(v, to_new_task(task)))
+            })
+        };
+        self.call(start).map(from_started).map_err(task_error)
     }
 
     fn reply(

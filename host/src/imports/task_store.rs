@@ -10,8 +10,10 @@ use crate::bindings::task_store::{
 };
 
 impl Host for DoorCtxView<'_> {
-    fn start(&mut self, task: NewTask) -> Result<Started, TaskError> {
-        let started = self.ctx.session.tasks.start_settled(task);
+    /// Written in one batch with the starts of the requests running
+    /// meanwhile (see [`crate::tasks::Hub::start_batched`]).
+    async fn start(&mut self, task: NewTask) -> Result<Started, TaskError> {
+        let started = self.ctx.session.tasks.start_batched(task).await;
         self.ctx
             .changing(started)
             .map(|(task, settled)| Started { task, settled })

@@ -3,17 +3,18 @@
 //! keeps the others waiting in order and hands the next one to the agent
 //! once nothing runs. A closing session rejects every new task ([`CLOSING`]).
 
+use std::ops::Range;
 use std::sync::{Arc, MutexGuard};
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::agent::TaskInput;
 use super::detached::running_commands;
-use super::events;
+use super::events::{self, EventBody};
 use super::ids;
 use super::lifecycle::ending;
 use super::settled::Progress;
-use super::store::{NewRecord, Owner, Transition};
+use super::store::{Batch, NewRecord, Owner, Transition};
 use super::{Hub, Live, NewTask, Running, Status, Task, TaskAcceptance, TaskError, TaskState};
 use super::{now_ms, steps_events, unavailable};
 
@@ -35,47 +36,197 @@ impl Hub {
 
     /// [`Hub::start`], and the task as it settled when it was written ended:
     /// what a held SendMessage answers, without waiting or reading it again.
-    pub fn start_settled(
-        self: &Arc<Self>,
-        new: NewTask,
-    ) -> Result<(Task, Option<Task>), TaskError> {
-        let id = ids::task_id();
-        let context_id = new.context_id.unwrap_or_else(ids::context_id);
+    pub fn start_settled(self: &Arc<Self>, new: NewTask) -> Started {
+        self.start_all(vec![new])
+            .pop()
+            .unwrap_or_else(|| Err(unavailable_now("no start was written")))
+    }
+
+    /// [`Hub::start_settled`], written in one batch with the starts other
+    /// requests make meanwhile: one commit for them all. The first start to
+    /// find no batch forming leads one: it lets the runtime's other ready
+    /// requests run first (each adds its start and waits), then writes them
+    /// all. Starts that arrive while a batch is written make the next
+    /// batch, which a task of its own writes, so a request leads one batch
+    /// at most.
+    pub async fn start_batched(self: &Arc<Self>, new: NewTask) -> Started {
+        let (answer, answered) = oneshot::channel();
+        let lead = {
+            let mut starting = self.starting();
+            starting.waiting.push((new, answer));
+            !std::mem::replace(&mut starting.leading, true)
+        }
+        .then(|| Lead(Some(self.clone())));
+        if let Some(mut lead) = lead {
+            tokio::task::yield_now().await;
+            lead.write();
+        }
+        answered
+            .await
+            .unwrap_or_else(|_| Err(unavailable_now("its batch was never written")))
+    }
+
+    fn starting(&self) -> MutexGuard<'_, Starting> {
+        self.starting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes the starts waiting, as one batch; hands the ones that came
+    /// meanwhile to the next batch.
+    fn write_starting(self: &Arc<Self>) {
+        let waiting = std::mem::take(&mut self.starting().waiting);
+        let (news, answers): (Vec<_>, Vec<_>) = waiting.into_iter().unzip();
+        for (started, answer) in self.start_all(news).into_iter().zip(answers) {
+            let _ = answer.send(started);
+        }
+        let mut starting = self.starting();
+        if starting.waiting.is_empty() {
+            starting.leading = false;
+            return;
+        }
+        drop(starting);
+        let hub = self.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(async move { hub.write_starting() })),
+            Err(_) => hub.write_starting(),
+        }
+    }
+
+    /// Starts `news` in order, written in one transaction. Each is decided
+    /// as if the ones before it were already live: in `queue`, one that
+    /// runs makes the rest wait; in `single`, one live task rejects the
+    /// rest. Nothing is announced (the live state, events, the agent) until
+    /// the transaction commits.
+    pub fn start_all(self: &Arc<Self>, news: Vec<NewTask>) -> Vec<Started> {
+        let count = news.len();
         let mut live = self.lock();
-        let refusal = if self.closing() {
+        // What the batch's earlier starts leave live.
+        let mut entered = false;
+        let mut running = live.tasks.values().any(|t| t.started);
+        let mut queued = !live.queue.is_empty();
+        let written = self.store.batch(|batch| {
+            news.into_iter()
+                .map(|new| {
+                    let refused = self.refusal(&live, entered);
+                    let run_now = refused.is_none() && !running && !queued;
+                    let written = self.write_start(batch, &live, new, refused, run_now)?;
+                    if written.waits() {
+                        entered = true;
+                        running |= run_now;
+                        queued |= !run_now;
+                    }
+                    Ok(written)
+                })
+                .collect::<Vec<Result<Written, TaskError>>>()
+        });
+        let written = match written {
+            Ok(written) => written,
+            Err(e) => {
+                let e = unavailable(e);
+                return (0..count).map(|_| Err(e.clone())).collect();
+            }
+        };
+        let mut launch = Vec::new();
+        let started = written
+            .into_iter()
+            .map(|written| {
+                let written = written?;
+                let task = written.task;
+                self.events
+                    .publish(written.ids, &task.id, &task.context_id, written.bodies);
+                if written.refused {
+                    return Ok((task, None));
+                }
+                if written.ended {
+                    // As first recorded, like any other.
+                    let first = Task {
+                        status: Status {
+                            state: TaskState::Submitted,
+                            message: None,
+                            timestamp_ms: task.status.timestamp_ms,
+                        },
+                        response: None,
+                        ..task.clone()
+                    };
+                    return Ok((first, Some(task)));
+                }
+                live.tasks.insert(
+                    task.id.clone(),
+                    Running {
+                        state: TaskState::Submitted,
+                        context_id: task.context_id.clone(),
+                        started: written.run_now,
+                        runner: None,
+                        reply: None,
+                        watch: watch::Sender::new(Progress {
+                            state: TaskState::Submitted,
+                            settles: 0,
+                        }),
+                    },
+                );
+                if written.run_now {
+                    launch.push(written.input);
+                } else {
+                    live.queue.push_back((task.id.clone(), written.input));
+                }
+                Ok((task, None))
+            })
+            .collect();
+        drop(live);
+        for input in launch {
+            self.launch(input);
+        }
+        started
+    }
+
+    /// Why a new task is refused, if it is: `entered` says a start of the
+    /// same batch is live already.
+    fn refusal(&self, live: &Live, entered: bool) -> Option<&'static str> {
+        if self.closing() {
             Some(CLOSING)
-        } else if self.acceptance != TaskAcceptance::Queue && !live.tasks.is_empty() {
+        } else if self.acceptance != TaskAcceptance::Queue && (entered || !live.tasks.is_empty()) {
             Some(BUSY)
         } else {
             None
-        };
+        }
+    }
+
+    /// Writes one start in `batch`: rejected with `refused`, or submitted,
+    /// and ended at once when it runs now and its agent ends it at once.
+    fn write_start(
+        &self,
+        batch: &mut Batch<'_>,
+        live: &Live,
+        new: NewTask,
+        refused: Option<&'static str>,
+        run_now: bool,
+    ) -> Result<Written, TaskError> {
+        let id = ids::task_id();
+        let context_id = new.context_id.unwrap_or_else(ids::context_id);
         let record = NewRecord {
             id: id.clone(),
             context_id: context_id.clone(),
             owner: Owner::of(&new.caller),
             origin: new.origin,
             trust: new.trust.clone(),
-            state: if refusal.is_some() {
+            state: if refused.is_some() {
                 TaskState::Rejected
             } else {
                 TaskState::Submitted
             },
-            status_message: refusal.map(str::to_string),
+            status_message: refused.map(str::to_string),
             reference_task_ids: new.reference_task_ids,
             forget_session: new.forget_session,
         };
         let now = now_ms();
         let input = TaskInput {
             task_id: id.clone(),
-            context_id: context_id.clone(),
+            context_id,
             text: new.text,
             images: new.images,
             origin: new.origin,
             trust: new.trust,
             forget_session: new.forget_session,
         };
-        let run_now =
-            refusal.is_none() && !live.tasks.values().any(|t| t.started) && live.queue.is_empty();
         // A task that runs now and that its agent ends at once is written
         // ended, in one change with the events of all three states.
         let ended = run_now
@@ -94,48 +245,18 @@ impl Hub {
                 now,
             ));
         }
-        let (task, ids) = self
-            .store
+        let (task, ids) = batch
             .insert_ended(&record, ended.as_ref(), now, bodies.len() as u64)
             .map_err(unavailable)?;
-        self.events.publish(ids, &task.id, &task.context_id, bodies);
-        if refusal.is_some() {
-            return Ok((task, None));
-        }
-        if ended.is_some() {
-            // As first recorded, like any other.
-            let first = Task {
-                status: Status {
-                    state: TaskState::Submitted,
-                    message: None,
-                    timestamp_ms: now,
-                },
-                response: None,
-                ..task.clone()
-            };
-            return Ok((first, Some(task)));
-        }
-        live.tasks.insert(
-            id.clone(),
-            Running {
-                state: TaskState::Submitted,
-                context_id,
-                started: run_now,
-                runner: None,
-                reply: None,
-                watch: watch::Sender::new(Progress {
-                    state: TaskState::Submitted,
-                    settles: 0,
-                }),
-            },
-        );
-        if run_now {
-            drop(live);
-            self.launch(input);
-        } else {
-            live.queue.push_back((id, input));
-        }
-        Ok((task, None))
+        Ok(Written {
+            task,
+            ids,
+            bodies,
+            refused: refused.is_some(),
+            ended: ended.is_some(),
+            run_now,
+            input,
+        })
     }
 
     /// Starts the next queued task, if nothing runs.
@@ -158,4 +279,57 @@ impl Hub {
         }
         Some(input)
     }
+}
+
+/// A start as [`Hub::start_settled`] answers it: the task as first
+/// recorded, and as it settled when it was written ended.
+pub type Started = Result<(Task, Option<Task>), TaskError>;
+
+/// The starts waiting for a batch ([`Hub::start_batched`]).
+#[derive(Default)]
+pub(super) struct Starting {
+    waiting: Vec<(NewTask, oneshot::Sender<Started>)>,
+    /// A batch is forming or being written: new starts join it or the next.
+    leading: bool,
+}
+
+/// The lead of a batch not yet written. Should the leading request go
+/// before it writes it (its future dropped), the batch is written then, so
+/// no start waits for a lead that is gone.
+struct Lead(Option<Arc<Hub>>);
+
+impl Lead {
+    fn write(&mut self) {
+        if let Some(hub) = self.0.take() {
+            hub.write_starting();
+        }
+    }
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        self.write();
+    }
+}
+
+/// One start written in a batch, to announce once the batch commits.
+struct Written {
+    task: Task,
+    ids: Range<u64>,
+    bodies: Vec<EventBody>,
+    refused: bool,
+    ended: bool,
+    run_now: bool,
+    input: TaskInput,
+}
+
+impl Written {
+    /// The task stays live: submitted, to run now or to wait.
+    fn waits(&self) -> bool {
+        !self.refused && !self.ended
+    }
+}
+
+fn unavailable_now(why: &str) -> TaskError {
+    TaskError::Unavailable(format!("the task store failed: {why}"))
 }

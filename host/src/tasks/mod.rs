@@ -16,6 +16,12 @@
 //! Every event is numbered by the store with the write it belongs to and
 //! published to the [`events`] log while the live lock is still held, so the
 //! log receives ids in order.
+//!
+//! The starts of concurrent requests are written together (`capacity`):
+//! the first to find none forming leads a batch, lets the other ready
+//! requests join it, and writes them in one transaction; nothing of any is
+//! announced before it commits. A batch holds at most one start per door
+//! run in progress, which admission bounds.
 
 pub mod agent;
 mod capacity;
@@ -92,6 +98,8 @@ pub struct Hub {
     /// `true` once the session closes: wakes every settle pollable.
     closed: watch::Sender<bool>,
     live: Mutex<Live>,
+    /// Starts waiting to be written in one batch (`capacity`).
+    starting: Mutex<capacity::Starting>,
 }
 
 /// What is live, guarded by one mutex.
@@ -155,6 +163,7 @@ impl Hub {
             closing: AtomicBool::new(false),
             closed: watch::Sender::new(false),
             live: Mutex::new(Live::default()),
+            starting: Mutex::default(),
         })
     }
 

@@ -51,6 +51,93 @@ async fn a_task_ended_as_it_starts_is_answered_settled() {
     assert_eq!(settled, None);
 }
 
+// Each start of a batch is decided as if the ones before it were live
+// already: in `queue`, one that runs makes the rest wait; in `single`, one
+// live task rejects the rest.
+#[tokio::test]
+async fn a_batch_decides_each_start_after_the_ones_before_it() {
+    let hub = hub(TaskAcceptance::Queue);
+    let before = hub.store.commits();
+    let started = hub.start_all(vec![
+        new_task(None, "reply a"),
+        new_task(None, "sleep 10000"),
+        new_task(None, "reply b"),
+    ]);
+    assert_eq!(hub.store.commits(), before + 1);
+    let [a, sleep, b] = <[_; 3]>::try_from(started).unwrap().map(Result::unwrap);
+    assert_eq!(a.1.unwrap().response.as_deref(), Some("a"));
+    assert_eq!((sleep.1, b.1), (None, None));
+    until(&hub, &sleep.0.id, TaskState::Working).await;
+    assert_eq!(state(&hub, &b.0.id), TaskState::Submitted);
+    hub.cancel(&None, &sleep.0.id).unwrap();
+    until(&hub, &b.0.id, TaskState::Completed).await;
+
+    let hub = hub_with(ScriptAgent, TaskAcceptance::Single);
+    let started = hub.start_all(vec![
+        new_task(None, "sleep 10000"),
+        new_task(None, "reply c"),
+    ]);
+    let [live, second] = <[_; 2]>::try_from(started).unwrap().map(Result::unwrap);
+    assert_eq!(live.0.status.state, TaskState::Submitted);
+    assert_eq!(second.0.status.state, TaskState::Rejected);
+    assert_eq!(second.0.status.message.as_deref(), Some(BUSY));
+    hub.cancel(&None, &live.0.id).unwrap();
+}
+
+// Starts made while one leads a batch are written with it: one commit, and
+// each caller answered its own task.
+#[tokio::test]
+async fn starts_made_meanwhile_are_written_in_one_batch() {
+    let hub = hub(TaskAcceptance::Queue);
+    let before = hub.store.commits();
+    let starts: Vec<_> = (0..8)
+        .map(|i| {
+            let hub = hub.clone();
+            tokio::spawn(async move {
+                hub.start_batched(new_task(None, &format!("reply {i}")))
+                    .await
+            })
+        })
+        .collect();
+    for (i, start) in starts.into_iter().enumerate() {
+        let (first, settled) = start.await.unwrap().unwrap();
+        let settled = settled.expect("each ended at once");
+        assert_eq!(settled.id, first.id);
+        assert_eq!(settled.response, Some(i.to_string()));
+    }
+    assert_eq!(hub.store.commits(), before + 1);
+}
+
+// A request that goes before writing the batch it leads (its future
+// dropped) still writes it: the starts that joined are answered.
+#[tokio::test]
+async fn a_batch_whose_lead_is_dropped_is_still_written() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+
+    let hub = hub(TaskAcceptance::Queue);
+    let mut lead = Box::pin(hub.start_batched(new_task(None, "reply a")));
+    let pending = lead.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    assert!(pending.is_pending(), "the lead lets others join first");
+    let joined = tokio::spawn({
+        let hub = hub.clone();
+        async move { hub.start_batched(new_task(None, "reply b")).await }
+    });
+    tokio::task::yield_now().await;
+    drop(lead);
+    let joined = tokio::time::timeout(Duration::from_secs(10), joined);
+    let (_, settled) = joined.await.expect("answered").unwrap().unwrap();
+    assert_eq!(settled.unwrap().response.as_deref(), Some("b"));
+    let all = ListQuery {
+        context_id: None,
+        state: None,
+        status_after_ms: None,
+        after: None,
+        limit: 10,
+    };
+    assert_eq!(hub.list(&None, &all).unwrap().total, 2);
+}
+
 #[tokio::test]
 async fn single_rejects_a_second_live_task_and_stores_it() {
     let hub = hub(TaskAcceptance::Single);

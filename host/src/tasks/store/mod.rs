@@ -8,7 +8,11 @@
 //!
 //! Every write is one statement or one transaction on one connection behind a
 //! mutex: SQLite is fast enough for a door's rate of state changes, and one
-//! writer keeps the session-wide change counter gap-free and ordered.
+//! writer keeps the session-wide change counter gap-free and ordered. New
+//! tasks are written in batches ([`Store::batch`]): one transaction, each
+//! write in a savepoint of its own, so that the tasks concurrent requests
+//! start cost one commit, and the pages they share (the tree's newest
+//! leaves, the counts, the session row) are written to the log once.
 //!
 //! The store also numbers the session's events (`tasks/events`): a write
 //! that the hub publishes events for asks for that many ids, and the last id
@@ -26,6 +30,7 @@ mod queries;
 mod schema;
 mod visibility;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
@@ -37,6 +42,7 @@ use super::lock::StateLock;
 
 pub use codecs::state_word;
 pub use open::{ARCHIVE_DIR, Opened, RESTARTED, SESSION_DB};
+pub use queries::Batch;
 pub use visibility::{Owner, Sees};
 
 /// A task as the hub first records it.
@@ -96,6 +102,8 @@ pub struct Store {
     inner: Mutex<Inner>,
     /// The tasks `--resume` failed, until the hub publishes their events.
     restarted: Mutex<Vec<Restarted>>,
+    /// Transactions committed by [`Store::batch`] since the store opened.
+    commits: AtomicU64,
     /// The state directory's lock, held while the store lives.
     _lock: Option<StateLock>,
 }
@@ -117,6 +125,12 @@ impl Store {
     /// When the session started, in milliseconds since the Unix epoch.
     pub fn created_ms(&self) -> i64 {
         self.created_ms
+    }
+
+    /// How many transactions [`Store::batch`] has committed: a batch of
+    /// writes is one.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     /// The id of the newest event numbered, 0 before the first.

@@ -19,12 +19,130 @@ impl Inner {
     /// the session row through `conn` (the caller's open transaction). The
     /// caller sets `last_event` to the range's end - 1 once it commits.
     pub(super) fn number(&self, conn: &Connection, events: u64) -> rusqlite::Result<Range<u64>> {
-        let ids = self.last_event + 1..self.last_event + 1 + events;
-        if events > 0 {
-            conn.prepare_cached("UPDATE session SET last_event = ? WHERE id = 1")?
-                .execute(params![(ids.end - 1) as i64])?;
+        number(conn, self.last_event, events)
+    }
+}
+
+/// Numbers `events` ids after `last_event`, writing the new last id to the
+/// session row through `conn`, in the caller's open transaction.
+fn number(conn: &Connection, last_event: u64, events: u64) -> rusqlite::Result<Range<u64>> {
+    let ids = last_event + 1..last_event + 1 + events;
+    if events > 0 {
+        conn.prepare_cached("UPDATE session SET last_event = ? WHERE id = 1")?
+            .execute(params![(ids.end - 1) as i64])?;
+    }
+    Ok(ids)
+}
+
+/// Writes [`Store::batch`] makes in one transaction.
+pub struct Batch<'a> {
+    conn: &'a Connection,
+    /// The counters as the writes so far leave them.
+    last_change: u64,
+    last_event: u64,
+}
+
+impl Batch<'_> {
+    /// [`Store::insert_ended`], within the batch: undone alone if it fails.
+    pub fn insert_ended(
+        &mut self,
+        record: &NewRecord,
+        ended: Option<&Transition>,
+        now_ms: i64,
+        events: u64,
+    ) -> rusqlite::Result<(Task, Range<u64>)> {
+        self.write(|batch| batch.insert_ended_now(record, ended, now_ms, events))
+    }
+
+    /// Runs one write in a savepoint of its own, so that a failure undoes
+    /// it and leaves the batch's other writes.
+    fn write<T>(
+        &mut self,
+        write: impl FnOnce(&mut Self) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        self.run("SAVEPOINT write")?;
+        let (last_change, last_event) = (self.last_change, self.last_event);
+        match write(self) {
+            Ok(done) => {
+                self.run("RELEASE write")?;
+                Ok(done)
+            }
+            Err(e) => {
+                self.last_change = last_change;
+                self.last_event = last_event;
+                self.run("ROLLBACK TO write")?;
+                self.run("RELEASE write")?;
+                Err(e)
+            }
         }
-        Ok(ids)
+    }
+
+    fn run(&self, sql: &str) -> rusqlite::Result<()> {
+        self.conn.prepare_cached(sql)?.execute([])?;
+        Ok(())
+    }
+
+    fn insert_ended_now(
+        &mut self,
+        record: &NewRecord,
+        ended: Option<&Transition>,
+        now_ms: i64,
+        events: u64,
+    ) -> rusqlite::Result<(Task, Range<u64>)> {
+        let change = self.last_change + 1;
+        let (owner_kind, owner_name) = record.owner.columns();
+        let (state, message) = match ended {
+            Some(to) => (to.state, to.message.clone()),
+            None => (record.state, record.status_message.clone()),
+        };
+        let response = ended.and_then(|to| to.response.clone());
+        let prompt = ended.and_then(|to| to.prompt.clone());
+        let residue = ended.map_or(Vec::new(), |to| to.residue.clone());
+        let running = ended.map_or(Vec::new(), |to| to.running_commands.clone());
+        self.conn
+            .prepare_cached(
+                "INSERT INTO tasks (id, context_id, owner_kind, owner_name, origin, trust, state,
+                    status_message, status_ms, response, prompt, residue, running_commands,
+                    reference_task_ids, forget_session, created_ms, change)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )?
+            .execute(params![
+                record.id,
+                record.context_id,
+                owner_kind,
+                owner_name,
+                origin_word(record.origin),
+                record.trust,
+                state_word(state),
+                message,
+                now_ms,
+                response,
+                prompt,
+                residue_json(&residue).to_string(),
+                running_json(&running).to_string(),
+                json!(record.reference_task_ids).to_string(),
+                record.forget_session,
+                now_ms,
+                change as i64,
+            ])?;
+        let ids = number(self.conn, self.last_event, events)?;
+        self.last_change = change;
+        self.last_event = ids.end - 1;
+        let task = Task {
+            id: record.id.clone(),
+            context_id: record.context_id.clone(),
+            status: Status {
+                state,
+                message,
+                timestamp_ms: now_ms,
+            },
+            response,
+            prompt,
+            residue,
+            metadata: metadata(running),
+            change,
+        };
+        Ok((task, ids))
     }
 }
 
@@ -49,9 +167,8 @@ impl Store {
         self.insert_ended(record, None, now_ms, events)
     }
 
-    /// [`Store::insert`], for a task that has ended by the time it is
-    /// written when `ended` is given: its row holds the status `ended`
-    /// leaves, in one change, and the task answered is as `ended` leaves it.
+    /// [`Store::insert`] of a task that may already have ended (`ended`):
+    /// one change, written in its final state.
     pub fn insert_ended(
         &self,
         record: &NewRecord,
@@ -59,62 +176,30 @@ impl Store {
         now_ms: i64,
         events: u64,
     ) -> rusqlite::Result<(Task, Range<u64>)> {
+        self.batch(|batch| batch.insert_ended(record, ended, now_ms, events))?
+    }
+
+    /// Runs `writes` in one transaction: its writes are committed together,
+    /// each page they touch written to the log once for them all. A write
+    /// that fails is undone alone and the others are committed; when the
+    /// commit fails, none is. The change and event counters move on only
+    /// once the transaction commits.
+    pub fn batch<R>(&self, writes: impl FnOnce(&mut Batch<'_>) -> R) -> rusqlite::Result<R> {
         let mut inner = self.lock();
-        let change = inner.last_change + 1;
-        let (owner_kind, owner_name) = record.owner.columns();
-        let (state, message) = match ended {
-            Some(to) => (to.state, to.message.clone()),
-            None => (record.state, record.status_message.clone()),
-        };
-        let response = ended.and_then(|to| to.response.clone());
-        let prompt = ended.and_then(|to| to.prompt.clone());
-        let residue = ended.map_or(Vec::new(), |to| to.residue.clone());
-        let running = ended.map_or(Vec::new(), |to| to.running_commands.clone());
         let tx = inner.conn.unchecked_transaction()?;
-        tx.prepare_cached(
-            "INSERT INTO tasks (id, context_id, owner_kind, owner_name, origin, trust, state,
-                    status_message, status_ms, response, prompt, residue, running_commands,
-                    reference_task_ids, forget_session, created_ms, change)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )?
-        .execute(params![
-            record.id,
-            record.context_id,
-            owner_kind,
-            owner_name,
-            origin_word(record.origin),
-            record.trust,
-            state_word(state),
-            message,
-            now_ms,
-            response,
-            prompt,
-            residue_json(&residue).to_string(),
-            running_json(&running).to_string(),
-            json!(record.reference_task_ids).to_string(),
-            record.forget_session,
-            now_ms,
-            change as i64,
-        ])?;
-        let ids = inner.number(&tx, events)?;
-        tx.commit()?;
-        inner.last_change = change;
-        inner.last_event = ids.end - 1;
-        let task = Task {
-            id: record.id.clone(),
-            context_id: record.context_id.clone(),
-            status: Status {
-                state,
-                message,
-                timestamp_ms: now_ms,
-            },
-            response,
-            prompt,
-            residue,
-            metadata: metadata(running),
-            change,
+        let mut batch = Batch {
+            conn: &tx,
+            last_change: inner.last_change,
+            last_event: inner.last_event,
         };
-        Ok((task, ids))
+        let out = writes(&mut batch);
+        let (last_change, last_event) = (batch.last_change, batch.last_event);
+        tx.commit()?;
+        self.commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        inner.last_change = last_change;
+        inner.last_event = last_event;
+        Ok(out)
     }
 
     /// Moves a task to a new status: a change, timestamped `now_ms`, and

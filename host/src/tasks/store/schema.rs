@@ -2,6 +2,7 @@
 //! brought up to date from an older version) for one reopened.
 
 use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 
 use anyhow::{Context, bail};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -189,6 +190,7 @@ impl Store {
                 last_event: 0,
             }),
             restarted: Mutex::new(Vec::new()),
+            commits: AtomicU64::new(0),
             _lock: None,
         })
     }
@@ -240,6 +242,7 @@ impl Store {
                 last_event: last_event as u64,
             }),
             restarted: Mutex::new(Vec::new()),
+            commits: AtomicU64::new(0),
             _lock: None,
         })
     }

@@ -647,6 +647,46 @@ fn writes_number_their_events_in_the_same_transaction() {
     assert_eq!(persisted, 7);
 }
 
+// Writes in one batch are one commit; a write that fails in it is undone
+// alone, numbering nothing, and the writes after it go on from the counters
+// the failed one found.
+#[test]
+fn a_batch_commits_its_writes_together_and_undoes_a_failed_one_alone() {
+    let store = Store::in_memory(1).unwrap();
+    let a = record(Owner::Public, "ctx_a", TaskState::Submitted);
+    let mut again = record(Owner::Public, "ctx_b", TaskState::Submitted);
+    again.id = a.id.clone();
+    let b = record(Owner::Public, "ctx_a", TaskState::Submitted);
+    let before = store.commits();
+    let written = store
+        .batch(|batch| {
+            [&a, &again, &b]
+                .map(|r| batch.insert_ended(r, None, 10, 2))
+                .map(|w| w.map(|(task, ids)| (task.change, ids)))
+        })
+        .unwrap();
+    assert_eq!(store.commits(), before + 1);
+    assert_eq!(written[0].as_ref().unwrap(), &(1, 1..3));
+    assert!(written[1].is_err(), "a second task with the same id");
+    assert_eq!(written[2].as_ref().unwrap(), &(2, 3..5));
+    assert_eq!(store.last_event(), 4);
+    let page = store.list(&Sees::Every, &query(10)).unwrap();
+    assert_eq!(ids_of(&page), [b.id.as_str(), a.id.as_str()]);
+    assert_eq!(page.total, 2);
+    let persisted: i64 = store
+        .lock()
+        .conn
+        .query_row("SELECT last_event FROM session", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(persisted, 4);
+    // The next write goes on from there.
+    let c = store
+        .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 11, 1)
+        .unwrap();
+    assert_eq!((c.0.change, c.1), (3, 5..6));
+    assert_eq!(store.commits(), before + 2);
+}
+
 #[test]
 fn a_version_1_session_resumes_with_no_event_numbered() {
     let dir = TempDir::new("store-v1");
