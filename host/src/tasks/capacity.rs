@@ -44,21 +44,23 @@ impl Hub {
 
     /// [`Hub::start_settled`], written in one batch with the starts other
     /// requests make meanwhile: one commit for them all. The first start to
-    /// find no batch forming leads one: it lets the runtime's other ready
-    /// requests run first (each adds its start and waits), then writes them
-    /// all. Starts that arrive while a batch is written make the next
-    /// batch, which a task of its own writes, so a request leads one batch
-    /// at most.
+    /// find no batch forming leads one: unless the last batch was a lone
+    /// start, it lets the runtime's other ready requests run first (each
+    /// adds its start and waits), then writes them all. Starts that arrive
+    /// while a batch is written make the next batch, which a task of its
+    /// own writes, so a request leads one batch at most.
     pub async fn start_batched(self: &Arc<Self>, new: NewTask) -> Started {
         let (answer, answered) = oneshot::channel();
-        let lead = {
+        let (lead, others) = {
             let mut starting = self.starting();
             starting.waiting.push((new, answer));
-            !std::mem::replace(&mut starting.leading, true)
-        }
-        .then(|| Lead(Some(self.clone())));
+            let lead = !std::mem::replace(&mut starting.leading, true);
+            (lead.then(|| Lead(Some(self.clone()))), starting.joined)
+        };
         if let Some(mut lead) = lead {
-            tokio::task::yield_now().await;
+            if others {
+                tokio::task::yield_now().await;
+            }
             lead.write();
         }
         answered
@@ -73,7 +75,11 @@ impl Hub {
     /// Writes the starts waiting, as one batch; hands the ones that came
     /// meanwhile to the next batch.
     fn write_starting(self: &Arc<Self>) {
-        let waiting = std::mem::take(&mut self.starting().waiting);
+        let waiting = {
+            let mut starting = self.starting();
+            starting.joined = starting.waiting.len() > 1;
+            std::mem::take(&mut starting.waiting)
+        };
         let (news, answers): (Vec<_>, Vec<_>) = waiting.into_iter().unzip();
         for (started, answer) in self.start_all(news).into_iter().zip(answers) {
             let _ = answer.send(started);
@@ -286,11 +292,24 @@ impl Hub {
 pub type Started = Result<(Task, Option<Task>), TaskError>;
 
 /// The starts waiting for a batch ([`Hub::start_batched`]).
-#[derive(Default)]
 pub(super) struct Starting {
     waiting: Vec<(NewTask, oneshot::Sender<Started>)>,
     /// A batch is forming or being written: new starts join it or the next.
     leading: bool,
+    /// The last batch held more than one start (so does none yet): the
+    /// next lead waits for others to join. A lone client's starts are
+    /// written at once, without the yield a batch of one would waste.
+    joined: bool,
+}
+
+impl Default for Starting {
+    fn default() -> Starting {
+        Starting {
+            waiting: Vec::new(),
+            leading: false,
+            joined: true,
+        }
+    }
 }
 
 /// The lead of a batch not yet written. Should the leading request go

@@ -108,6 +108,23 @@ async fn starts_made_meanwhile_are_written_in_one_batch() {
     assert_eq!(hub.store.commits(), before + 1);
 }
 
+// Once a batch wrote one start alone, the next start is written at once,
+// without waiting for others: a lone client pays no yield.
+#[tokio::test]
+async fn after_a_lone_start_the_next_is_written_at_once() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    let hub = hub(TaskAcceptance::Queue);
+    hub.start_batched(new_task(None, "reply a")).await.unwrap();
+    let mut next = Box::pin(hub.start_batched(new_task(None, "reply b")));
+    let polled = next.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    let Poll::Ready(Ok((_, Some(settled)))) = polled else {
+        panic!("not written at once: {polled:?}");
+    };
+    assert_eq!(settled.response.as_deref(), Some("b"));
+}
+
 // A request that goes before writing the batch it leads (its future
 // dropped) still writes it: the starts that joined are answered.
 #[tokio::test]

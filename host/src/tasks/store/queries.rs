@@ -40,6 +40,8 @@ pub struct Batch<'a> {
     /// The counters as the writes so far leave them.
     last_change: u64,
     last_event: u64,
+    /// A write of the batch is in the transaction.
+    written: bool,
 }
 
 impl Batch<'_> {
@@ -54,24 +56,36 @@ impl Batch<'_> {
         self.write(|batch| batch.insert_ended_now(record, ended, now_ms, events))
     }
 
-    /// Runs one write in a savepoint of its own, so that a failure undoes
-    /// it and leaves the batch's other writes.
+    /// Runs one write so that a failure undoes it and leaves the batch's
+    /// other writes: in a savepoint of its own, but for the batch's first
+    /// (most batches hold one), which the whole transaction undoes.
     fn write<T>(
         &mut self,
         write: impl FnOnce(&mut Self) -> rusqlite::Result<T>,
     ) -> rusqlite::Result<T> {
-        self.run("SAVEPOINT write")?;
+        let first = !self.written;
+        if !first {
+            self.run("SAVEPOINT write")?;
+        }
         let (last_change, last_event) = (self.last_change, self.last_event);
         match write(self) {
             Ok(done) => {
-                self.run("RELEASE write")?;
+                if !first {
+                    self.run("RELEASE write")?;
+                }
+                self.written = true;
                 Ok(done)
             }
             Err(e) => {
                 self.last_change = last_change;
                 self.last_event = last_event;
-                self.run("ROLLBACK TO write")?;
-                self.run("RELEASE write")?;
+                if first {
+                    self.run("ROLLBACK")?;
+                    self.run("BEGIN")?;
+                } else {
+                    self.run("ROLLBACK TO write")?;
+                    self.run("RELEASE write")?;
+                }
                 Err(e)
             }
         }
@@ -191,6 +205,7 @@ impl Store {
             conn: &tx,
             last_change: inner.last_change,
             last_event: inner.last_event,
+            written: false,
         };
         let out = writes(&mut batch);
         let (last_change, last_event) = (batch.last_change, batch.last_event);

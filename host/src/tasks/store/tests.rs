@@ -649,41 +649,51 @@ fn writes_number_their_events_in_the_same_transaction() {
 
 // Writes in one batch are one commit; a write that fails in it is undone
 // alone, numbering nothing, and the writes after it go on from the counters
-// the failed one found.
+// the failed one found. The batch's first write is undone the same way as a
+// later one.
 #[test]
 fn a_batch_commits_its_writes_together_and_undoes_a_failed_one_alone() {
     let store = Store::in_memory(1).unwrap();
+    let x = record(Owner::Public, "ctx_x", TaskState::Submitted);
+    store.insert(&x, 9, 1).unwrap();
+    let same_id = |r: &NewRecord| NewRecord {
+        id: r.id.clone(),
+        ..record(Owner::Public, "ctx_b", TaskState::Submitted)
+    };
     let a = record(Owner::Public, "ctx_a", TaskState::Submitted);
-    let mut again = record(Owner::Public, "ctx_b", TaskState::Submitted);
-    again.id = a.id.clone();
     let b = record(Owner::Public, "ctx_a", TaskState::Submitted);
     let before = store.commits();
     let written = store
         .batch(|batch| {
-            [&a, &again, &b]
+            [&same_id(&x), &a, &same_id(&a), &b]
                 .map(|r| batch.insert_ended(r, None, 10, 2))
                 .map(|w| w.map(|(task, ids)| (task.change, ids)))
         })
         .unwrap();
     assert_eq!(store.commits(), before + 1);
-    assert_eq!(written[0].as_ref().unwrap(), &(1, 1..3));
-    assert!(written[1].is_err(), "a second task with the same id");
-    assert_eq!(written[2].as_ref().unwrap(), &(2, 3..5));
-    assert_eq!(store.last_event(), 4);
+    assert!(written[0].is_err(), "the first write: an id already there");
+    assert_eq!(written[1].as_ref().unwrap(), &(2, 2..4));
+    assert!(written[2].is_err(), "a later write: an id the batch wrote");
+    assert_eq!(written[3].as_ref().unwrap(), &(3, 4..6));
+    assert_eq!(store.last_event(), 5);
     let page = store.list(&Sees::Every, &query(10)).unwrap();
-    assert_eq!(ids_of(&page), [b.id.as_str(), a.id.as_str()]);
-    assert_eq!(page.total, 2);
+    assert_eq!(ids_of(&page), [b.id.as_str(), a.id.as_str(), x.id.as_str()]);
+    assert_eq!(page.total, 3);
+    assert_eq!(
+        store.get(&x.id, &Sees::Every).unwrap().unwrap().context_id,
+        "ctx_x"
+    );
     let persisted: i64 = store
         .lock()
         .conn
         .query_row("SELECT last_event FROM session", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(persisted, 4);
+    assert_eq!(persisted, 5);
     // The next write goes on from there.
     let c = store
         .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 11, 1)
         .unwrap();
-    assert_eq!((c.0.change, c.1), (3, 5..6));
+    assert_eq!((c.0.change, c.1), (4, 6..7));
     assert_eq!(store.commits(), before + 2);
 }
 
