@@ -44,18 +44,22 @@ impl Hub {
 
     /// [`Hub::start_settled`], written in one batch with the starts other
     /// requests make meanwhile: one commit for them all. The first start to
-    /// find no batch forming leads one: unless the last batch was a lone
-    /// start, it lets the runtime's other ready requests run first (each
-    /// adds its start and waits), then writes them all. Starts that arrive
-    /// while a batch is written make the next batch, which a task of its
-    /// own writes, so a request leads one batch at most.
+    /// find no batch forming leads one: it lets the runtime's other ready
+    /// requests run first (each adds its start and waits), then writes them
+    /// all. While batches hold one start, it writes at once but one time in
+    /// [`PROBE_EVERY`]. Starts that arrive while a batch is written make the
+    /// next batch, which a task of its own writes, so a request leads one
+    /// batch at most.
     pub async fn start_batched(self: &Arc<Self>, new: NewTask) -> Started {
         let (answer, answered) = oneshot::channel();
         let (lead, others) = {
             let mut starting = self.starting();
             starting.waiting.push((new, answer));
             let lead = !std::mem::replace(&mut starting.leading, true);
-            (lead.then(|| Lead(Some(self.clone()))), starting.joined)
+            // Alone last time: wait for others only now and then, to find
+            // out whether they have come.
+            let wait = starting.lone.is_multiple_of(PROBE_EVERY);
+            (lead.then(|| Lead(Some(self.clone()))), wait)
         };
         if let Some(mut lead) = lead {
             if others {
@@ -77,7 +81,10 @@ impl Hub {
     fn write_starting(self: &Arc<Self>) {
         let waiting = {
             let mut starting = self.starting();
-            starting.joined = starting.waiting.len() > 1;
+            starting.lone = match starting.waiting.len() {
+                1 => starting.lone.wrapping_add(1),
+                _ => 0,
+            };
             std::mem::take(&mut starting.waiting)
         };
         let (news, answers): (Vec<_>, Vec<_>) = waiting.into_iter().unzip();
@@ -292,25 +299,21 @@ impl Hub {
 pub type Started = Result<(Task, Option<Task>), TaskError>;
 
 /// The starts waiting for a batch ([`Hub::start_batched`]).
+#[derive(Default)]
 pub(super) struct Starting {
     waiting: Vec<(NewTask, oneshot::Sender<Started>)>,
     /// A batch is forming or being written: new starts join it or the next.
     leading: bool,
-    /// The last batch held more than one start (so does none yet): the
-    /// next lead waits for others to join. A lone client's starts are
-    /// written at once, without the yield a batch of one would waste.
-    joined: bool,
+    /// How many batches in a row held one start: 0 after one that held
+    /// more (or before the first), when the next lead waits for others to
+    /// join.
+    lone: u32,
 }
 
-impl Default for Starting {
-    fn default() -> Starting {
-        Starting {
-            waiting: Vec::new(),
-            leading: false,
-            joined: true,
-        }
-    }
-}
+/// Once batches hold one start, the lead waits for others to join one
+/// time in this many: a lone client's starts mostly cost no yield, and
+/// clients that come find the batches again.
+pub(super) const PROBE_EVERY: u32 = 16;
 
 /// The lead of a batch not yet written. Should the leading request go
 /// before it writes it (its future dropped), the batch is written then, so

@@ -108,21 +108,27 @@ async fn starts_made_meanwhile_are_written_in_one_batch() {
     assert_eq!(hub.store.commits(), before + 1);
 }
 
-// Once a batch wrote one start alone, the next start is written at once,
-// without waiting for others: a lone client pays no yield.
+// Once a batch wrote one start alone, the next starts are written at once,
+// without waiting for others (a lone client pays no yield), but for one in
+// PROBE_EVERY, which waits to find out whether others have come.
 #[tokio::test]
-async fn after_a_lone_start_the_next_is_written_at_once() {
+async fn after_a_lone_start_the_next_are_written_at_once_but_now_and_then() {
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
 
     let hub = hub(TaskAcceptance::Queue);
     hub.start_batched(new_task(None, "reply a")).await.unwrap();
-    let mut next = Box::pin(hub.start_batched(new_task(None, "reply b")));
-    let polled = next.as_mut().poll(&mut Context::from_waker(Waker::noop()));
-    let Poll::Ready(Ok((_, Some(settled)))) = polled else {
-        panic!("not written at once: {polled:?}");
-    };
-    assert_eq!(settled.response.as_deref(), Some("b"));
+    for i in 1..super::capacity::PROBE_EVERY {
+        let mut next = Box::pin(hub.start_batched(new_task(None, &format!("reply {i}"))));
+        let polled = next.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        let Poll::Ready(Ok((_, Some(settled)))) = polled else {
+            panic!("start {i} not written at once: {polled:?}");
+        };
+        assert_eq!(settled.response, Some(i.to_string()));
+    }
+    let mut probe = Box::pin(hub.start_batched(new_task(None, "reply b")));
+    let polled = probe.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    assert!(polled.is_pending(), "this one waits for others");
 }
 
 // A request that goes before writing the batch it leads (its future
