@@ -23,6 +23,14 @@ impl Inner {
     }
 }
 
+/// Why a broken batch committed nothing.
+fn rolled_back() -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+        Some("the transaction was rolled back".into()),
+    )
+}
+
 /// Numbers `events` ids after `last_event`, writing the new last id to the
 /// session row through `conn`, in the caller's open transaction.
 fn number(conn: &Connection, last_event: u64, events: u64) -> rusqlite::Result<Range<u64>> {
@@ -42,6 +50,8 @@ pub struct Batch<'a> {
     last_event: u64,
     /// A write of the batch is in the transaction.
     written: bool,
+    /// The transaction was lost: the batch commits nothing.
+    broken: bool,
 }
 
 impl Batch<'_> {
@@ -58,20 +68,26 @@ impl Batch<'_> {
 
     /// Runs one write so that a failure undoes it and leaves the batch's
     /// other writes: in a savepoint of its own, but for the batch's first
-    /// (most batches hold one), which the whole transaction undoes.
+    /// (most batches hold one), which the whole transaction undoes. Should
+    /// SQLite roll the whole transaction back itself (a full disk, an I/O
+    /// error), or a statement the transaction hangs on fail, the batch
+    /// breaks: no more writes, and none of it is committed.
     fn write<T>(
         &mut self,
         write: impl FnOnce(&mut Self) -> rusqlite::Result<T>,
     ) -> rusqlite::Result<T> {
+        if self.broken {
+            return Err(rolled_back());
+        }
         let first = !self.written;
         if !first {
-            self.run("SAVEPOINT write")?;
+            self.control("SAVEPOINT write")?;
         }
         let (last_change, last_event) = (self.last_change, self.last_event);
         match write(self) {
             Ok(done) => {
                 if !first {
-                    self.run("RELEASE write")?;
+                    self.control("RELEASE write")?;
                 }
                 self.written = true;
                 Ok(done)
@@ -79,21 +95,37 @@ impl Batch<'_> {
             Err(e) => {
                 self.last_change = last_change;
                 self.last_event = last_event;
-                if first {
-                    self.run("ROLLBACK")?;
-                    self.run("BEGIN")?;
+                if self.conn.is_autocommit() {
+                    // Gone with the transaction: the batch's writes before
+                    // this one too, unless it was the first.
+                    if first {
+                        self.control("BEGIN")?;
+                    } else {
+                        self.broken = true;
+                    }
+                } else if first {
+                    self.control("ROLLBACK")?;
+                    self.control("BEGIN")?;
                 } else {
-                    self.run("ROLLBACK TO write")?;
-                    self.run("RELEASE write")?;
+                    self.control("ROLLBACK TO write")?;
+                    self.control("RELEASE write")?;
                 }
                 Err(e)
             }
         }
     }
 
-    fn run(&self, sql: &str) -> rusqlite::Result<()> {
-        self.conn.prepare_cached(sql)?.execute([])?;
-        Ok(())
+    /// Runs a statement the batch's transaction hangs on: if it fails, the
+    /// batch breaks.
+    fn control(&mut self, sql: &str) -> rusqlite::Result<()> {
+        let ran = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut statement| statement.execute([]));
+        if ran.is_err() {
+            self.broken = true;
+        }
+        ran.map(drop)
     }
 
     fn insert_ended_now(
@@ -206,8 +238,12 @@ impl Store {
             last_change: inner.last_change,
             last_event: inner.last_event,
             written: false,
+            broken: false,
         };
         let out = writes(&mut batch);
+        if batch.broken {
+            return Err(rolled_back());
+        }
         let (last_change, last_event) = (batch.last_change, batch.last_event);
         tx.commit()?;
         self.commits

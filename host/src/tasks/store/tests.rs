@@ -8,7 +8,7 @@ use super::open::connect;
 use super::schema::SCHEMA_VERSION;
 use super::*;
 use crate::bindings::session::{Delegation, DetachedShell};
-use crate::bindings::task_store::{Cursor, ListQuery, Page};
+use crate::bindings::task_store::{Cursor, ListQuery, Page, Task};
 use crate::bindings::tokens::Credential;
 use crate::tasks::ids;
 use crate::tasks::testing::TempDir;
@@ -695,6 +695,107 @@ fn a_batch_commits_its_writes_together_and_undoes_a_failed_one_alone() {
         .unwrap();
     assert_eq!((c.0.change, c.1), (4, 6..7));
     assert_eq!(store.commits(), before + 2);
+}
+
+// A batch that runs out of room (SQLite may then undo the one statement or
+// the whole transaction) answers each write as it stands once the batch is
+// done: every write answered written is there, with the change and the
+// events it was given, and every other is not.
+#[test]
+fn a_batch_out_of_room_answers_each_write_as_it_stands() {
+    for room in [2, 4, 8, 16, 32, 64] {
+        let store = Store::in_memory(1).unwrap();
+        let pages: i64 = store
+            .lock()
+            .conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        store
+            .lock()
+            .conn
+            .pragma_update(None, "max_page_count", pages + room)
+            .unwrap();
+        let records: Vec<NewRecord> = (0..200)
+            .map(|_| NewRecord {
+                trust: Some("t".repeat(1500)),
+                ..record(Owner::Public, "ctx_a", TaskState::Submitted)
+            })
+            .collect();
+        let written = store.batch(|batch| {
+            records
+                .iter()
+                .map(|r| batch.insert_ended(r, None, 10, 1).map(|(task, _)| task))
+                .collect::<Vec<_>>()
+        });
+        let answered: Vec<Option<Task>> = match written {
+            Ok(written) => written.into_iter().map(Result::ok).collect(),
+            Err(_) => vec![None; records.len()],
+        };
+        assert!(
+            answered.iter().any(Option::is_none),
+            "room {room}: never full"
+        );
+        for (record, answer) in records.iter().zip(&answered) {
+            assert_eq!(store.get(&record.id, &Sees::Every).unwrap(), *answer);
+        }
+        let kept = answered.iter().flatten().count() as u64;
+        assert_eq!(store.last_event(), kept, "room {room}");
+        let total = store.list(&Sees::Every, &query(1)).unwrap().total;
+        assert_eq!(u64::from(total), kept, "room {room}");
+    }
+}
+
+// When SQLite undoes the whole transaction under a write (here a trigger
+// raising ROLLBACK, as a full disk or an I/O error may), the writes of the
+// batch before it are gone and the ones after it are not made: nothing is
+// answered written that is not there. A batch whose first write is undone
+// that way goes on with the rest.
+#[test]
+fn a_batch_whose_transaction_is_undone_answers_nothing_it_lost() {
+    for boom_at in [0, 1, 2] {
+        let store = Store::in_memory(1).unwrap();
+        store
+            .lock()
+            .conn
+            .execute_batch(
+                "CREATE TEMP TRIGGER boom BEFORE INSERT ON tasks WHEN NEW.context_id = 'ctx_boom'
+                 BEGIN SELECT RAISE(ROLLBACK, 'boom'); END;",
+            )
+            .unwrap();
+        let records: Vec<NewRecord> = (0..4)
+            .map(|i| {
+                let context = if i == boom_at { "ctx_boom" } else { "ctx_a" };
+                record(Owner::Public, context, TaskState::Submitted)
+            })
+            .collect();
+        let written = store.batch(|batch| {
+            records
+                .iter()
+                .map(|r| batch.insert_ended(r, None, 10, 1).map(|(task, _)| task))
+                .collect::<Vec<_>>()
+        });
+        let answered: Vec<Option<Task>> = match written {
+            Ok(written) => written.into_iter().map(Result::ok).collect(),
+            Err(_) => vec![None; records.len()],
+        };
+        for (record, answer) in records.iter().zip(&answered) {
+            assert_eq!(
+                store.get(&record.id, &Sees::Every).unwrap(),
+                *answer,
+                "boom at {boom_at}"
+            );
+        }
+        let kept = answered.iter().flatten().count();
+        assert_eq!(kept, if boom_at == 0 { 3 } else { 0 }, "boom at {boom_at}");
+        assert_eq!(store.last_event(), kept as u64);
+        // The store writes on.
+        let next = record(Owner::Public, "ctx_a", TaskState::Submitted);
+        let (task, ids) = store.insert(&next, 11, 1).unwrap();
+        assert_eq!(
+            (task.change, ids),
+            (kept as u64 + 1, kept as u64 + 1..kept as u64 + 2)
+        );
+    }
 }
 
 #[test]
