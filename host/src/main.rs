@@ -12,9 +12,6 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use murmur_door_host::admission;
 use murmur_door_host::agents::{Agent, CommandAgent, ScriptAgent};
 use murmur_door_host::cache::{CompileCache, Compiled};
@@ -32,6 +29,11 @@ use murmur_door_host::roster::{self, Entry, Roster};
 use murmur_door_host::server;
 use murmur_door_host::swap;
 use murmur_door_host::tasks::events::{DEFAULT_REPLAY_BUFFER, DEFAULT_REPLAY_BUFFER_BYTES, Replay};
+
+/// The library leaves the allocator to its embedder; the binary takes
+/// mimalloc (see Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(

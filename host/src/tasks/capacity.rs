@@ -52,17 +52,17 @@ impl Hub {
     /// batch at most.
     pub async fn start_batched(self: &Arc<Self>, new: NewTask) -> Started {
         let (answer, answered) = oneshot::channel();
-        let (lead, others) = {
+        let (lead, wait) = {
             let mut starting = self.starting();
             starting.waiting.push((new, answer));
             let lead = !std::mem::replace(&mut starting.leading, true);
-            // Alone last time: wait for others only now and then, to find
-            // out whether they have come.
+            // After a batch of many, always; while batches hold one, now
+            // and then, to find out whether others have come.
             let wait = starting.lone.is_multiple_of(PROBE_EVERY);
             (lead.then(|| Lead(Some(self.clone()))), wait)
         };
         if let Some(mut lead) = lead {
-            if others {
+            if wait {
                 tokio::task::yield_now().await;
             }
             lead.write();
