@@ -76,8 +76,8 @@ impl Hub {
         self.starting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Writes the starts waiting, as one batch; hands the ones that came
-    /// meanwhile to the next batch.
+    /// Writes the starts waiting, [`MAX_BATCH`] at most, as one batch;
+    /// hands the others, and the ones that come meanwhile, to the next.
     fn write_starting(self: &Arc<Self>) {
         let waiting = {
             let mut starting = self.starting();
@@ -85,7 +85,8 @@ impl Hub {
                 1 => starting.lone.wrapping_add(1),
                 _ => 0,
             };
-            std::mem::take(&mut starting.waiting)
+            let taken = starting.waiting.len().min(MAX_BATCH);
+            starting.waiting.drain(..taken).collect::<Vec<_>>()
         };
         let (news, answers): (Vec<_>, Vec<_>) = waiting.into_iter().unzip();
         for (started, answer) in self.start_all(news).into_iter().zip(answers) {
@@ -309,6 +310,12 @@ pub(super) struct Starting {
     /// join.
     lone: u32,
 }
+
+/// The most starts one batch writes. A batch holds the live state and the
+/// store while it is written, and a start's statements take about 15 µs:
+/// bounded, a read waits about a millisecond at most behind a batch,
+/// however many requests start tasks at once.
+pub(super) const MAX_BATCH: usize = 64;
 
 /// Once batches hold one start, the lead waits for others to join one
 /// time in this many: a lone client's starts mostly cost no yield, and

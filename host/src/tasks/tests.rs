@@ -131,6 +131,31 @@ async fn after_a_lone_start_the_next_are_written_at_once_but_now_and_then() {
     assert!(polled.is_pending(), "this one waits for others");
 }
 
+// More starts at once than a batch holds are written in as many batches
+// as they need, in order.
+#[tokio::test]
+async fn a_batch_holds_max_batch_starts_at_most() {
+    let hub = hub(TaskAcceptance::Queue);
+    let before = hub.store.commits();
+    let count = super::capacity::MAX_BATCH + 6;
+    let starts: Vec<_> = (0..count)
+        .map(|i| {
+            let hub = hub.clone();
+            tokio::spawn(async move {
+                hub.start_batched(new_task(None, &format!("reply {i}")))
+                    .await
+            })
+        })
+        .collect();
+    let mut changes = Vec::new();
+    for start in starts {
+        let (_, settled) = start.await.unwrap().unwrap();
+        changes.push(settled.expect("each ended at once").change);
+    }
+    assert_eq!(hub.store.commits(), before + 2);
+    assert!(changes.windows(2).all(|w| w[0] < w[1]), "{changes:?}");
+}
+
 // A request that goes before writing the batch it leads (its future
 // dropped) still writes it: the starts that joined are answered.
 #[tokio::test]
