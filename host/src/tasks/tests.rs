@@ -84,13 +84,13 @@ async fn a_batch_decides_each_start_after_the_ones_before_it() {
     hub.cancel(&None, &live.0.id).unwrap();
 }
 
-// Starts made while one leads a batch are written with it: one commit, and
-// each caller answered its own task.
-#[tokio::test]
-async fn starts_made_meanwhile_are_written_in_one_batch() {
-    let hub = hub(TaskAcceptance::Queue);
-    let before = hub.store.commits();
-    let starts: Vec<_> = (0..8)
+/// `count` tasks of their own, each starting "reply i" (i counted from 0)
+/// through the batches.
+fn spawn_starts(
+    hub: &Arc<Hub>,
+    count: usize,
+) -> Vec<tokio::task::JoinHandle<super::capacity::Started>> {
+    (0..count)
         .map(|i| {
             let hub = hub.clone();
             tokio::spawn(async move {
@@ -98,7 +98,16 @@ async fn starts_made_meanwhile_are_written_in_one_batch() {
                     .await
             })
         })
-        .collect();
+        .collect()
+}
+
+// Starts made while one leads a batch are written with it: one commit, and
+// each caller answered its own task.
+#[tokio::test]
+async fn starts_made_meanwhile_are_written_in_one_batch() {
+    let hub = hub(TaskAcceptance::Queue);
+    let before = hub.store.commits();
+    let starts = spawn_starts(&hub, 8);
     for (i, start) in starts.into_iter().enumerate() {
         let (first, settled) = start.await.unwrap().unwrap();
         let settled = settled.expect("each ended at once");
@@ -138,15 +147,7 @@ async fn a_batch_holds_max_batch_starts_at_most() {
     let hub = hub(TaskAcceptance::Queue);
     let before = hub.store.commits();
     let count = super::capacity::MAX_BATCH + 6;
-    let starts: Vec<_> = (0..count)
-        .map(|i| {
-            let hub = hub.clone();
-            tokio::spawn(async move {
-                hub.start_batched(new_task(None, &format!("reply {i}")))
-                    .await
-            })
-        })
-        .collect();
+    let starts = spawn_starts(&hub, count);
     let mut changes = Vec::new();
     for start in starts {
         let (_, settled) = start.await.unwrap().unwrap();
