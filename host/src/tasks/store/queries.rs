@@ -55,7 +55,8 @@ pub struct Batch<'a> {
 }
 
 impl Batch<'_> {
-    /// [`Store::insert_ended`], within the batch: undone alone if it fails.
+    /// Records a new task, its first change, and `events` event ids, in its
+    /// final state when `ended` (one change); undone alone if it fails.
     pub fn insert_ended(
         &mut self,
         record: &NewRecord,
@@ -210,19 +211,7 @@ impl Store {
         now_ms: i64,
         events: u64,
     ) -> rusqlite::Result<(Task, Range<u64>)> {
-        self.insert_ended(record, None, now_ms, events)
-    }
-
-    /// [`Store::insert`] of a task that may already have ended (`ended`):
-    /// one change, written in its final state.
-    pub fn insert_ended(
-        &self,
-        record: &NewRecord,
-        ended: Option<&Transition>,
-        now_ms: i64,
-        events: u64,
-    ) -> rusqlite::Result<(Task, Range<u64>)> {
-        self.batch(|batch| batch.insert_ended(record, ended, now_ms, events))?
+        self.batch(|batch| batch.insert_ended(record, None, now_ms, events))?
     }
 
     /// Runs `writes` in one transaction: its writes are committed together,

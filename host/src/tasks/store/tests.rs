@@ -1107,8 +1107,10 @@ fn counts_and_listings_stay_exact_through_every_write() {
                 // Some are written already ended, in their one change.
                 let ended = Transition::to(*dice.pick(&STATES));
                 let ended = (dice.below(4) == 0).then_some(&ended);
+                let record = record(owner, &context, state);
                 let task = store
-                    .insert_ended(&record(owner, &context, state), ended, clock, 1)
+                    .batch(|batch| batch.insert_ended(&record, ended, clock, 1))
+                    .unwrap()
                     .unwrap()
                     .0;
                 ids.push(task.id);
