@@ -1,7 +1,7 @@
 //! The Agent Card ("Agent Card", "Keys", "Security", "Extensions"): derived
 //! from the capsule, with the keys in the order of the reference's examples.
 
-use serde_json::{Value, json};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::extensions;
@@ -25,7 +25,9 @@ pub const MAX_AGE_SECONDS: u32 = 300;
 /// start, is answered 304 with the same headers and no body (RFC 9110
 /// 13.1.2, 13.1.3, 15.4.5).
 pub fn public_card(request: &Request, capsule: &Capsule) -> Response {
-    let body = serde_json::to_vec(&card(capsule, CardKind::Public)).expect("a card serializes");
+    // A card is about 2 KiB: written into one buffer, never grown.
+    let mut body = Vec::with_capacity(4096);
+    serde_json::to_writer(&mut body, &card(capsule, CardKind::Public)).expect("a card serializes");
     let etag = etag(&body);
     let mut headers = vec![
         ("etag".to_string(), etag.clone()),
@@ -100,60 +102,169 @@ const BEARER_DESCRIPTION: &str =
     "A token this capsule's runtime mints at launch and accepts until the session ends.";
 const MODES: [&str; 2] = ["text/plain", "application/json"];
 
-/// The card of `kind` for this capsule.
-pub fn card(capsule: &Capsule, kind: CardKind) -> Value {
+/// The card of `kind` for this capsule, serialized straight from the
+/// capsule: its fields are in the order they are written.
+pub fn card(capsule: &Capsule, kind: CardKind) -> Card<'_> {
     let with_capsule_extension = kind == CardKind::Extended || !capsule.authenticated;
     let mut extensions = vec![door_extension(capsule)];
     if with_capsule_extension {
         extensions.push(capsule_extension(capsule));
     }
     extensions.push(stream_extension(capsule));
-
-    let (schemes, requirements) = if capsule.authenticated {
-        (
-            json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "description": BEARER_DESCRIPTION}}}),
-            json!([bearer_requirement(&[])]),
-        )
-    } else {
-        (json!({}), json!([]))
-    };
-
-    json!({
-        "name": capsule.name,
-        "description": format!("Murmur capsule {} {}", capsule.name, capsule.version),
-        "version": capsule.version,
-        "supportedInterfaces": [
-            {"url": capsule.url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
-        ],
-        "capabilities": {
-            "streaming": Method::SendStreamingMessage.served_by(capsule),
-            "pushNotifications": false,
-            "extendedAgentCard": capsule.authenticated,
-            "extensions": extensions,
+    let bearer = capsule.authenticated.then_some(BearerScheme {
+        http_auth_security_scheme: HttpAuth {
+            scheme: "Bearer",
+            description: BEARER_DESCRIPTION,
         },
-        "securitySchemes": schemes,
-        "securityRequirements": requirements,
-        "defaultInputModes": MODES,
-        "defaultOutputModes": MODES,
-        "skills": skills(capsule),
-    })
+    });
+    let security_requirements = if capsule.authenticated {
+        vec![bearer_requirement(&[])]
+    } else {
+        Vec::new()
+    };
+    Card {
+        name: &capsule.name,
+        description: format!("Murmur capsule {} {}", capsule.name, capsule.version),
+        version: &capsule.version,
+        supported_interfaces: [Interface {
+            url: &capsule.url,
+            protocol_binding: "JSONRPC",
+            protocol_version: "1.0",
+        }],
+        capabilities: Capabilities {
+            streaming: Method::SendStreamingMessage.served_by(capsule),
+            push_notifications: false,
+            extended_agent_card: capsule.authenticated,
+            extensions,
+        },
+        security_schemes: SecuritySchemes { bearer },
+        security_requirements,
+        default_input_modes: MODES,
+        default_output_modes: MODES,
+        skills: skills(capsule),
+    }
+}
+
+/// The Agent Card, keys in the reference's order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Card<'a> {
+    name: &'a str,
+    description: String,
+    version: &'a str,
+    supported_interfaces: [Interface<'a>; 1],
+    capabilities: Capabilities<'a>,
+    security_schemes: SecuritySchemes,
+    security_requirements: Vec<Requirement>,
+    default_input_modes: [&'static str; 2],
+    default_output_modes: [&'static str; 2],
+    skills: Vec<Skill>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Interface<'a> {
+    url: &'a str,
+    protocol_binding: &'static str,
+    protocol_version: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Capabilities<'a> {
+    streaming: bool,
+    push_notifications: bool,
+    extended_agent_card: bool,
+    extensions: Vec<Extension<'a>>,
+}
+
+/// `{}` on a public door; the bearer scheme on an authenticated one.
+#[derive(Serialize)]
+struct SecuritySchemes {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bearer: Option<BearerScheme>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BearerScheme {
+    http_auth_security_scheme: HttpAuth,
+}
+
+#[derive(Serialize)]
+struct HttpAuth {
+    scheme: &'static str,
+    description: &'static str,
 }
 
 /// `{"schemes": {"bearer": {"list": [scopes]}}}`.
-fn bearer_requirement(scopes: &[&str]) -> Value {
-    json!({"schemes": {"bearer": {"list": scopes}}})
+#[derive(Serialize)]
+struct Requirement {
+    schemes: RequirementSchemes,
 }
 
-fn door_extension(capsule: &Capsule) -> Value {
-    json!({
-        "uri": extensions::DOOR,
-        "description": DOOR_DESCRIPTION,
-        "required": false,
-        "params": {"methods": Method::served(capsule), "peerTasks": capsule.peer_tasks},
-    })
+#[derive(Serialize)]
+struct RequirementSchemes {
+    bearer: ScopeList,
 }
 
-fn capsule_extension(capsule: &Capsule) -> Value {
+#[derive(Serialize)]
+struct ScopeList {
+    list: Vec<&'static str>,
+}
+
+fn bearer_requirement(scopes: &[&'static str]) -> Requirement {
+    Requirement {
+        schemes: RequirementSchemes {
+            bearer: ScopeList {
+                list: scopes.to_vec(),
+            },
+        },
+    }
+}
+
+#[derive(Serialize)]
+struct Extension<'a> {
+    uri: &'static str,
+    description: &'static str,
+    required: bool,
+    params: ExtensionParams<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ExtensionParams<'a> {
+    #[serde(rename_all = "camelCase")]
+    Door {
+        methods: Vec<&'static str>,
+        peer_tasks: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    Capsule {
+        session_id: &'a str,
+        tools: &'a [String],
+        shell: bool,
+        network: bool,
+        planes: Vec<&'static str>,
+    },
+    Stream {
+        frames: Vec<&'static str>,
+    },
+}
+
+fn door_extension(capsule: &Capsule) -> Extension<'_> {
+    Extension {
+        uri: extensions::DOOR,
+        description: DOOR_DESCRIPTION,
+        required: false,
+        params: ExtensionParams::Door {
+            methods: Method::served(capsule),
+            peer_tasks: capsule.peer_tasks,
+        },
+    }
+}
+
+fn capsule_extension(capsule: &Capsule) -> Extension<'_> {
     let mut planes = Vec::new();
     if capsule.files_plane {
         planes.push("files");
@@ -161,18 +272,18 @@ fn capsule_extension(capsule: &Capsule) -> Value {
     if capsule.peer_files_plane {
         planes.push("peer_files");
     }
-    json!({
-        "uri": extensions::CAPSULE,
-        "description": CAPSULE_DESCRIPTION,
-        "required": false,
-        "params": {
-            "sessionId": capsule.session_id,
-            "tools": capsule.tools,
-            "shell": capsule.shell,
-            "network": capsule.network,
-            "planes": planes,
+    Extension {
+        uri: extensions::CAPSULE,
+        description: CAPSULE_DESCRIPTION,
+        required: false,
+        params: ExtensionParams::Capsule {
+            session_id: &capsule.session_id,
+            tools: &capsule.tools,
+            shell: capsule.shell,
+            network: capsule.network,
+            planes,
         },
-    })
+    }
 }
 
 /// The frames a connection can receive: a harness (`transport: process`)
@@ -192,35 +303,48 @@ pub fn stream_frames(transport: Transport) -> Vec<&'static str> {
     frames
 }
 
-fn stream_extension(capsule: &Capsule) -> Value {
-    json!({
-        "uri": extensions::STREAM,
-        "description": STREAM_DESCRIPTION,
-        "required": false,
-        "params": {"frames": stream_frames(capsule.transport)},
-    })
+fn stream_extension(capsule: &Capsule) -> Extension<'_> {
+    Extension {
+        uri: extensions::STREAM,
+        description: STREAM_DESCRIPTION,
+        required: false,
+        params: ExtensionParams::Stream {
+            frames: stream_frames(capsule.transport),
+        },
+    }
+}
+
+/// One skill: running a task.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Skill {
+    id: &'static str,
+    name: &'static str,
+    description: &'static str,
+    tags: [&'static str; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    security_requirements: Option<Vec<Requirement>>,
 }
 
 /// One skill, running a task, on a door that serves SendMessage; none under
 /// `task_acceptance: none`. An authenticated door names the scope each
 /// task-starting method needs.
-fn skills(capsule: &Capsule) -> Value {
+fn skills(capsule: &Capsule) -> Vec<Skill> {
     if !Method::SendMessage.served_by(capsule) {
-        return json!([]);
+        return Vec::new();
     }
-    let mut skill = json!({
-        "id": "task",
-        "name": "Run a task",
-        "description": "Runs one task given as a text message and reports its outcome.",
-        "tags": ["task"],
-    });
-    if capsule.authenticated {
-        let requirements: Vec<Value> = [Method::SendMessage, Method::SendStreamingMessage]
+    let security_requirements = capsule.authenticated.then(|| {
+        [Method::SendMessage, Method::SendStreamingMessage]
             .into_iter()
             .filter(|m| m.served_by(capsule))
             .map(|m| bearer_requirement(&[m.name()]))
-            .collect();
-        skill["securityRequirements"] = Value::Array(requirements);
-    }
-    json!([skill])
+            .collect()
+    });
+    vec![Skill {
+        id: "task",
+        name: "Run a task",
+        description: "Runs one task given as a text message and reports its outcome.",
+        tags: ["task"],
+        security_requirements,
+    }]
 }
