@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::extensions;
 use crate::http::{Request, Response};
 use crate::methods::Method;
-use crate::model::{Capsule, Transport};
+use crate::model::{Capsule, Identity, Transport};
 use crate::timestamp;
 
 /// How long a client may reuse the public card before it asks again
@@ -23,10 +23,11 @@ pub const MAX_AGE_SECONDS: u32 = 300;
 /// `If-None-Match`, whose `If-Modified-Since` is not before the session's
 /// start, is answered 304 with the same headers and no body (RFC 9110
 /// 13.1.2, 13.1.3, 15.4.5).
-pub fn public_card(request: &Request, capsule: &Capsule) -> Response {
+pub fn public_card(request: &Request, capsule: &Capsule, identity: &Identity) -> Response {
     // A card is about 2 KiB: written into one buffer, never grown.
     let mut body = Vec::with_capacity(4096);
-    serde_json::to_writer(&mut body, &card(capsule, CardKind::Public)).expect("a card serializes");
+    serde_json::to_writer(&mut body, &card(capsule, identity, CardKind::Public))
+        .expect("a card serializes");
     let etag = etag(&body);
     let mut headers = vec![
         ("etag".to_string(), etag.clone()),
@@ -104,11 +105,11 @@ const MODES: [&str; 2] = ["text/plain", "application/json"];
 
 /// The card of `kind` for this capsule, serialized straight from the
 /// capsule: its fields are in the order they are written.
-pub fn card(capsule: &Capsule, kind: CardKind) -> Card<'_> {
+pub fn card<'a>(capsule: &Capsule, identity: &'a Identity, kind: CardKind) -> Card<'a> {
     let with_capsule_extension = kind == CardKind::Extended || !capsule.authenticated;
     let mut extensions = vec![door_extension(capsule)];
     if with_capsule_extension {
-        extensions.push(capsule_extension(capsule));
+        extensions.push(capsule_extension(capsule, identity));
     }
     extensions.push(stream_extension(capsule));
     let bearer = capsule.authenticated.then_some(BearerScheme {
@@ -123,11 +124,11 @@ pub fn card(capsule: &Capsule, kind: CardKind) -> Card<'_> {
         Vec::new()
     };
     Card {
-        name: &capsule.name,
-        description: format!("Murmur capsule {} {}", capsule.name, capsule.version),
-        version: &capsule.version,
+        name: &identity.name,
+        description: format!("Murmur capsule {} {}", identity.name, identity.version),
+        version: &identity.version,
         supported_interfaces: [Interface {
-            url: &capsule.url,
+            url: &identity.url,
             protocol_binding: "JSONRPC",
             protocol_version: "1.0",
         }],
@@ -252,7 +253,7 @@ enum ExtensionParams<'a> {
     },
 }
 
-fn door_extension(capsule: &Capsule) -> Extension<'_> {
+fn door_extension(capsule: &Capsule) -> Extension<'static> {
     Extension {
         uri: extensions::DOOR,
         description: DOOR_DESCRIPTION,
@@ -264,7 +265,7 @@ fn door_extension(capsule: &Capsule) -> Extension<'_> {
     }
 }
 
-fn capsule_extension(capsule: &Capsule) -> Extension<'_> {
+fn capsule_extension<'a>(capsule: &Capsule, identity: &'a Identity) -> Extension<'a> {
     let mut planes = Vec::new();
     if capsule.files_plane {
         planes.push("files");
@@ -277,8 +278,8 @@ fn capsule_extension(capsule: &Capsule) -> Extension<'_> {
         description: CAPSULE_DESCRIPTION,
         required: false,
         params: ExtensionParams::Capsule {
-            session_id: &capsule.session_id,
-            tools: &capsule.tools,
+            session_id: &identity.session_id,
+            tools: &identity.tools,
             shell: capsule.shell,
             network: capsule.network,
             planes,
@@ -303,7 +304,7 @@ pub fn stream_frames(transport: Transport) -> Vec<&'static str> {
     frames
 }
 
-fn stream_extension(capsule: &Capsule) -> Extension<'_> {
+fn stream_extension(capsule: &Capsule) -> Extension<'static> {
     Extension {
         uri: extensions::STREAM,
         description: STREAM_DESCRIPTION,

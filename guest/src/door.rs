@@ -61,7 +61,7 @@ pub fn handle_unless_unread<I: Imports>(
     let capsule = imports.capsule();
     match check(imports, &capsule, request, read_body) {
         Ok(reply) => reply,
-        Err(Answer::Refusal(refusal)) => Reply::Whole(refused(&refusal, &capsule)),
+        Err(Answer::Refusal(refusal)) => Reply::Whole(refused(&refusal, imports)),
         Err(Answer::Rpc(id, error)) => Reply::Whole(rpc::error(&id, &error)),
     }
 }
@@ -85,7 +85,7 @@ fn check<I: Imports>(
     read_body: impl FnOnce() -> Option<Vec<u8>>,
 ) -> Result<Reply<I::Reader>, Answer> {
     // 1. The card and the peer plane need no door token.
-    if let Some(response) = public_paths(request, capsule) {
+    if let Some(response) = public_paths(imports, request, capsule) {
         return Ok(Reply::Whole(response));
     }
     // 2. The token, before the path, the body or the method is read.
@@ -118,7 +118,7 @@ fn check<I: Imports>(
     // 9. A completion addressed to another session.
     let completion = is_completion(request);
     if completion {
-        completion_addressed_here(request, capsule).map_err(fail)?;
+        completion_addressed_here(request, imports).map_err(fail)?;
     }
     // 10. The method; a completion is only ever a SendMessage.
     let method = Method::resolve(&rpc.method, capsule).map_err(fail)?;
@@ -151,14 +151,14 @@ fn check<I: Imports>(
 }
 
 /// Step 1: GET the card; the peer plane.
-fn public_paths(request: &Request, capsule: &Capsule) -> Option<Response> {
+fn public_paths<I: Imports>(imports: &I, request: &Request, capsule: &Capsule) -> Option<Response> {
     if request.method == "GET" && request.path() == CARD_PATH {
-        return Some(card::public_card(request, capsule));
+        return Some(card::public_card(request, capsule, &imports.identity()));
     }
     if on_plane(request.path(), PEER_PLANE) {
         return Some(refused(
             &plane(capsule.peer_files_plane, "peer_files"),
-            capsule,
+            imports,
         ));
     }
     None
@@ -202,11 +202,11 @@ fn is_completion(request: &Request) -> bool {
 }
 
 /// Step 9: -31001 unless `x-murmur-completion-session` names this session.
-fn completion_addressed_here(request: &Request, capsule: &Capsule) -> Result<(), RpcError> {
+fn completion_addressed_here<I: Imports>(request: &Request, imports: &I) -> Result<(), RpcError> {
     let addressed = request
         .header_values("x-murmur-completion-session")
         .join(",");
-    if addressed == capsule.session_id {
+    if addressed == imports.identity().session_id {
         Ok(())
     } else {
         Err(RpcError::completion_misaddressed(&addressed))
@@ -318,7 +318,10 @@ fn serve<I: Imports>(
             rpc::result(id, &TaskJson::as_held(&task))
         }
         Method::ListTasks => rpc::result(id, &task_methods::list_tasks(imports, params, caller)?),
-        Method::GetExtendedAgentCard => rpc::result(id, &card::card(capsule, CardKind::Extended)),
+        Method::GetExtendedAgentCard => {
+            let identity = imports.identity();
+            rpc::result(id, &card::card(capsule, &identity, CardKind::Extended))
+        }
         Method::StopSession => {
             let report = imports
                 .stop()
@@ -326,7 +329,7 @@ fn serve<I: Imports>(
             let result = json!({
                 "canceled": report.canceled,
                 "residue": report.residue.iter().map(residue_item).collect::<Vec<_>>(),
-                "session_id": capsule.session_id,
+                "session_id": imports.identity().session_id,
             });
             return Ok(Reply::Whole(
                 rpc::result(id, &result).with_header(extensions::HEADER, extensions::DOOR),
@@ -366,10 +369,10 @@ fn residue_item(item: &ResidueItem) -> Value {
 
 /// An HTTP refusal: `{"error", "message"}` and, on the token and scope
 /// refusals, `www-authenticate`.
-fn refused(refusal: &Refusal, capsule: &Capsule) -> Response {
+fn refused<I: Imports>(refusal: &Refusal, imports: &I) -> Response {
     let body = json!({"error": refusal.code(), "message": refusal.message()});
     let response = Response::json(refusal.status(), &body);
-    match refusal.www_authenticate(&capsule.name) {
+    match refusal.www_authenticate(|| imports.identity().name) {
         Some(challenge) => response.with_header("www-authenticate", challenge),
         None => response,
     }

@@ -599,9 +599,16 @@ impl Refusal {
         }
     }
 
-    /// The `www-authenticate` value, on the token and scope refusals.
-    pub fn www_authenticate(&self, realm: &str) -> Option<String> {
-        let realm = quote(realm);
+    /// The `www-authenticate` value, on the token and scope refusals; its
+    /// realm (the capsule's name) is asked for only then.
+    pub fn www_authenticate(&self, realm: impl FnOnce() -> String) -> Option<String> {
+        if !matches!(
+            self,
+            Refusal::Unauthenticated | Refusal::InvalidToken(_) | Refusal::InsufficientScope { .. }
+        ) {
+            return None;
+        }
+        let realm = quote(&realm());
         match self {
             Refusal::Unauthenticated => Some(format!("Bearer realm={realm}")),
             Refusal::InvalidToken(_) => {
@@ -668,7 +675,7 @@ mod tests {
     fn realm_is_a_quoted_string() {
         let r = Refusal::InvalidToken(TOKEN_NOT_MINTED);
         assert_eq!(
-            r.www_authenticate(r#"a"b"#).unwrap(),
+            r.www_authenticate(|| r#"a"b"#.into()).unwrap(),
             r#"Bearer realm="a\"b", error="invalid_token""#
         );
     }

@@ -3,13 +3,16 @@
 //! under test.
 
 use crate::model::{
-    Caller, Capsule, CompletionRefusal, Framed, Grant, ListQuery, NewTask, Next, Page, PassOn,
-    Started, StopReport, Task, TaskError,
+    Caller, Capsule, CompletionRefusal, Framed, Grant, Identity, ListQuery, NewTask, Next, Page,
+    PassOn, Started, StopReport, Task, TaskError,
 };
 
 pub trait Imports {
-    /// `session.describe`: the facts the card and the rules derive from.
+    /// `session.describe`: the facts the rules read on every request.
     fn capsule(&self) -> Capsule;
+    /// `session.identify`: the capsule's names, for the card and the few
+    /// answers that name them.
+    fn identity(&self) -> Identity;
     /// `tokens.verify`: what a presented token grants, if this session minted it.
     fn verify(&self, token: &str) -> Option<Grant>;
     /// `session.stop`: murmur.StopSession; an error says why the store

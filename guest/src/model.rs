@@ -27,17 +27,12 @@ pub struct ImageLimits {
 /// The capsule a door answers for (`session.capsule`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Capsule {
-    pub name: String,
-    pub version: String,
-    pub session_id: String,
     /// When the session started (ms since the epoch), if known.
     pub started_at_ms: Option<i64>,
-    pub url: String,
     pub task_acceptance: TaskAcceptance,
     pub transport: Transport,
     pub authenticated: bool,
     pub peer_tasks: bool,
-    pub tools: Vec<String>,
     pub shell: bool,
     pub network: bool,
     /// `exports.files` is declared.
@@ -52,6 +47,18 @@ impl Capsule {
     pub fn starts_tasks(&self) -> bool {
         self.task_acceptance != TaskAcceptance::None
     }
+}
+
+/// The capsule's names: what the card shows, and what a few answers name.
+/// Asked for apart from [`Capsule`], only where it is needed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub name: String,
+    pub version: String,
+    pub session_id: String,
+    /// The listener's address, with its scheme.
+    pub url: String,
+    pub tools: Vec<String>,
 }
 
 /// Who a token speaks for.

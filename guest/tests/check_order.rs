@@ -119,7 +119,7 @@ fn served_answers_name_the_extensions_they_used() {
     assert_eq!(card.header("A2A-Extensions"), None);
     assert_eq!(
         body_of(&card)["result"]["capabilities"]["extensions"][1]["params"]["sessionId"],
-        json!(fake.capsule.session_id)
+        json!(fake.identity.session_id)
     );
 }
 
@@ -157,4 +157,35 @@ fn a_failing_store_is_answered_32603() {
         json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32603,
             "message": "Internal error: the session could not record the stop: disk I/O error"}})
     );
+}
+
+// The capsule's names (`session.identify`) are asked for only by what shows
+// them: the card, the extended card, murmur.StopSession, a completion's
+// address and a token refusal's realm. A task method or a JSON-RPC error
+// asks the host for the capsule's rules alone.
+#[test]
+fn only_what_names_the_capsule_asks_for_its_identity() {
+    let fake = Fake::new(true);
+    let id = fake.hold(
+        Some(murmur_door_guest::model::Credential::Operator),
+        murmur_door_guest::model::TaskState::Completed,
+        None,
+        Some("done"),
+    );
+    let asked = |headers: &[(&str, &str)], body: &str| {
+        let before = fake.identities.get();
+        handle(&fake, &post(headers), || body.as_bytes().to_vec());
+        fake.identities.get() - before
+    };
+    let op = [("authorization", "Bearer op")];
+    let get = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{{"id":"{id}"}}}}"#);
+    assert_eq!(asked(&op, &get), 0);
+    assert_eq!(asked(&op, r#"{"jsonrpc":"2.0","id":1,"method":"Nope"}"#), 0);
+    assert_eq!(asked(&[], &get), 1, "a 401 names the realm");
+    let extended = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#;
+    assert_eq!(asked(&op, extended), 1);
+    let card = common::request("GET", "/.well-known/agent-card.json", &[]);
+    let before = fake.identities.get();
+    handle(&fake, &card, Vec::new);
+    assert_eq!(fake.identities.get() - before, 1);
 }

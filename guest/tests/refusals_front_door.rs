@@ -680,7 +680,7 @@ fn step_11_scope() {
 #[test]
 fn step_9_completions() {
     let host = public();
-    let session = host.capsule.session_id.clone();
+    let session = host.identity.session_id.clone();
     let origin = ("x-murmur-task-origin", "completion");
     let murmur_error = |code: i64, message: &str, reason: &str, metadata: Value| {
         json!({"code": code, "message": message, "data": [{

@@ -133,7 +133,7 @@ fn main() {
         })
     });
 
-    let native = Native(capsule(&session));
+    let native = Native(capsule(&session), identity(&session));
     let card = murmur_door_guest::Request {
         method: "GET".into(),
         path_with_query: "/.well-known/agent-card.json".into(),
@@ -197,11 +197,14 @@ fn report(name: &str, mut op: impl FnMut()) {
 }
 
 /// The native door's imports: the same facts the host's session answers.
-struct Native(guest::Capsule);
+struct Native(guest::Capsule, guest::Identity);
 
 impl murmur_door_guest::Imports for Native {
     fn capsule(&self) -> guest::Capsule {
         self.0.clone()
+    }
+    fn identity(&self) -> guest::Identity {
+        self.1.clone()
     }
     fn verify(&self, _token: &str) -> Option<guest::Grant> {
         None
@@ -278,16 +281,11 @@ fn no_store() -> guest::TaskError {
 fn capsule(session: &Session) -> guest::Capsule {
     let c = &session.capsule;
     guest::Capsule {
-        name: c.name.clone(),
-        version: c.version.clone(),
-        session_id: c.session_id.clone(),
         started_at_ms: c.started_at_ms,
-        url: c.url.clone(),
         task_acceptance: guest::TaskAcceptance::Single,
         transport: guest::Transport::Http,
         authenticated: c.authenticated,
         peer_tasks: c.peer_tasks,
-        tools: c.tools.clone(),
         shell: c.shell,
         network: c.network,
         files_plane: true,
@@ -296,5 +294,16 @@ fn capsule(session: &Session) -> guest::Capsule {
             max_bytes: c.images.max_bytes,
             max_per_turn: c.images.max_per_turn,
         },
+    }
+}
+
+fn identity(session: &Session) -> guest::Identity {
+    let i = &session.identity;
+    guest::Identity {
+        name: i.name.clone(),
+        version: i.version.clone(),
+        session_id: i.session_id.clone(),
+        url: i.url.clone(),
+        tools: i.tools.clone(),
     }
 }

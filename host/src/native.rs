@@ -130,6 +130,10 @@ impl Imports for Native {
         from_capsule(self.call(|v| session::Host::describe(v)))
     }
 
+    fn identity(&self) -> Identity {
+        from_identity(self.call(|v| session::Host::identify(v)))
+    }
+
     fn verify(&self, token: &str) -> Option<Grant> {
         self.call(|v| tokens::Host::verify(v, token.to_string()))
             .map(from_grant)

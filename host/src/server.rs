@@ -181,12 +181,12 @@ pub struct Server {
 impl Server {
     /// Serves the embedded `door`, with no control surface.
     pub fn new(door: Door, session: Arc<Session>) -> Server {
-        let authority = session.capsule.url.trim_start_matches("http://");
+        let authority = session.identity.url.trim_start_matches("http://");
         let listener_authority = hyper::header::HeaderValue::from_str(authority)
             .unwrap_or(hyper::header::HeaderValue::from_static("localhost"));
         let http = HttpLimits::default();
         let shared = Shared::new(&http);
-        let name = session.capsule.name.as_str().into();
+        let name = session.identity.name.as_str().into();
         Server {
             admission: own_admission(&http),
             doors: Doors::new(door, swap::EMBEDDED.to_string()),

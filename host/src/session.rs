@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use crate::agents::{Agent, ScriptAgent};
-use crate::bindings::session::{Capsule, ImageLimits, InferenceTransport, Planes, TaskAcceptance};
+use crate::bindings::session::{
+    Capsule, Identity, ImageLimits, InferenceTransport, Planes, TaskAcceptance,
+};
 use crate::manifest::{self, Manifest};
 use crate::tasks::events::DEFAULT_REPLAY_BUFFER;
 use crate::tasks::store::Store;
@@ -13,6 +15,7 @@ use crate::tokens::Tokens;
 
 pub struct Session {
     pub capsule: Capsule,
+    pub identity: Identity,
     pub tokens: Tokens,
     pub tasks: Arc<Hub>,
 }
@@ -43,22 +46,25 @@ impl Session {
         replay_buffer: impl Into<crate::tasks::events::Replay>,
     ) -> anyhow::Result<Session> {
         let tokens = Tokens::mint(manifest.credentials.as_deref().unwrap_or_default())?;
-        let capsule = capsule(
-            manifest,
-            store.session_id().to_string(),
-            store.created_ms(),
+        let capsule = capsule(manifest, store.created_ms());
+        let identity = Identity {
+            name: manifest.name.clone(),
+            version: manifest.version.clone(),
+            session_id: store.session_id().to_string(),
             url,
-        );
+            tools: manifest.tools.clone(),
+        };
         let tasks = Hub::new(store, agent, capsule.task_acceptance, replay_buffer);
         Ok(Session {
             capsule,
+            identity,
             tokens,
             tasks,
         })
     }
 
     pub fn id(&self) -> &str {
-        &self.capsule.session_id
+        &self.identity.session_id
     }
 
     pub fn closing(&self) -> bool {
@@ -77,8 +83,8 @@ pub fn new_session_id() -> String {
     tasks::ids::session_id()
 }
 
-/// The facts the card and the door's rules derive from.
-fn capsule(manifest: &Manifest, session_id: String, started_at_ms: i64, url: String) -> Capsule {
+/// The facts the door's rules read on every request.
+fn capsule(manifest: &Manifest, started_at_ms: i64) -> Capsule {
     let mut planes = Planes::empty();
     if manifest.files {
         planes |= Planes::FILES;
@@ -87,11 +93,7 @@ fn capsule(manifest: &Manifest, session_id: String, started_at_ms: i64, url: Str
         planes |= Planes::PEER_FILES;
     }
     Capsule {
-        name: manifest.name.clone(),
-        version: manifest.version.clone(),
-        session_id,
         started_at_ms: Some(started_at_ms),
-        url,
         task_acceptance: match manifest.task_acceptance {
             manifest::TaskAcceptance::None => TaskAcceptance::None,
             manifest::TaskAcceptance::Single => TaskAcceptance::Single,
@@ -103,7 +105,6 @@ fn capsule(manifest: &Manifest, session_id: String, started_at_ms: i64, url: Str
         },
         authenticated: manifest.credentials.is_some(),
         peer_tasks: manifest.peer_tasks_accept,
-        tools: manifest.tools.clone(),
         shell: !manifest.shell_allow.is_empty(),
         network: !manifest.network_allow.is_empty(),
         planes,

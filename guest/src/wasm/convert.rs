@@ -6,11 +6,7 @@
 
 fn from_capsule(c: session::Capsule) -> Capsule {
     Capsule {
-        name: c.name,
-        version: c.version,
-        session_id: c.session_id,
         started_at_ms: c.started_at_ms,
-        url: c.url,
         task_acceptance: match c.task_acceptance {
             session::TaskAcceptance::None => TaskAcceptance::None,
             session::TaskAcceptance::Single => TaskAcceptance::Single,
@@ -22,7 +18,6 @@ fn from_capsule(c: session::Capsule) -> Capsule {
         },
         authenticated: c.authenticated,
         peer_tasks: c.peer_tasks,
-        tools: c.tools,
         shell: c.shell,
         network: c.network,
         files_plane: c.planes.contains(session::Planes::FILES),
@@ -31,6 +26,16 @@ fn from_capsule(c: session::Capsule) -> Capsule {
             max_bytes: c.images.max_bytes,
             max_per_turn: c.images.max_per_turn,
         },
+    }
+}
+
+fn from_identity(i: session::Identity) -> Identity {
+    Identity {
+        name: i.name,
+        version: i.version,
+        session_id: i.session_id,
+        url: i.url,
+        tools: i.tools,
     }
 }
 

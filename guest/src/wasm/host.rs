@@ -6,9 +6,9 @@
 use crate::Imports;
 use crate::model::{
     Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Framed,
-    Grant, ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page, PassOn, ResidueItem,
-    RunningCommand, Scope, Started, Status, StopReport, Task, TaskAcceptance, TaskError,
-    TaskMetadata, TaskState, Transport,
+    Grant, Identity, ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page, PassOn,
+    ResidueItem, RunningCommand, Scope, Started, Status, StopReport, Task, TaskAcceptance,
+    TaskError, TaskMetadata, TaskState, Transport,
 };
 
 wit_bindgen::generate!({
@@ -29,6 +29,10 @@ pub(super) struct Host;
 impl Imports for Host {
     fn capsule(&self) -> Capsule {
         from_capsule(session::describe())
+    }
+
+    fn identity(&self) -> Identity {
+        from_identity(session::identify())
     }
 
     fn verify(&self, token: &str) -> Option<Grant> {

@@ -8,8 +8,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 use murmur_door_guest::model::{
-    Caller, Capsule, CompletionRefusal, Credential, Delivery, Event, Framed, Grant, ImageLimits,
-    ListQuery, NewTask, Next, Page, PassOn, Scope, Started, Status, StopReport, Task,
+    Caller, Capsule, CompletionRefusal, Credential, Delivery, Event, Framed, Grant, Identity,
+    ImageLimits, ListQuery, NewTask, Next, Page, PassOn, Scope, Started, Status, StopReport, Task,
     TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
 };
 use murmur_door_guest::{Imports, Request, Response};
@@ -17,6 +17,9 @@ use serde_json::Value;
 
 pub struct FakeHost {
     pub capsule: Capsule,
+    pub identity: Identity,
+    /// How many times the door asked for the identity.
+    pub identities: Cell<u32>,
     pub tasks: RefCell<Vec<(Caller, Task)>>,
     pub started: RefCell<Vec<NewTask>>,
     pub replies: RefCell<Vec<(String, String)>>,
@@ -51,16 +54,11 @@ impl FakeHost {
     pub fn new(authenticated: bool) -> FakeHost {
         FakeHost {
             capsule: Capsule {
-                name: "my-agent".into(),
-                version: "0.1.0".into(),
-                session_id: "ses_019f01a940ce7761854e768ecbe3d399".into(),
                 started_at_ms: Some(1_791_882_000_123),
-                url: "http://localhost:41873".into(),
                 task_acceptance: TaskAcceptance::Single,
                 transport: Transport::Http,
                 authenticated,
                 peer_tasks: false,
-                tools: vec!["bash".into()],
                 shell: true,
                 network: true,
                 files_plane: true,
@@ -70,6 +68,14 @@ impl FakeHost {
                     max_per_turn: 2,
                 },
             },
+            identity: Identity {
+                name: "my-agent".into(),
+                version: "0.1.0".into(),
+                session_id: "ses_019f01a940ce7761854e768ecbe3d399".into(),
+                url: "http://localhost:41873".into(),
+                tools: vec!["bash".into()],
+            },
+            identities: Cell::new(0),
             tasks: RefCell::default(),
             started: RefCell::default(),
             replies: RefCell::default(),
@@ -149,6 +155,11 @@ impl FakeHost {
 impl Imports for FakeHost {
     fn capsule(&self) -> Capsule {
         self.capsule.clone()
+    }
+
+    fn identity(&self) -> Identity {
+        self.identities.set(self.identities.get() + 1);
+        self.identity.clone()
     }
 
     fn verify(&self, token: &str) -> Option<Grant> {

@@ -4,11 +4,17 @@
 use std::sync::atomic::Ordering;
 
 use super::DoorCtxView;
-use crate::bindings::session::{Capsule, CompletionReceipt, CompletionRefusal, Host, StopReport};
+use crate::bindings::session::{
+    Capsule, CompletionReceipt, CompletionRefusal, Host, Identity, StopReport,
+};
 
 impl Host for DoorCtxView<'_> {
     fn describe(&mut self) -> Capsule {
-        self.ctx.session.capsule.clone()
+        self.ctx.session.capsule
+    }
+
+    fn identify(&mut self) -> Identity {
+        self.ctx.session.identity.clone()
     }
 
     fn closing(&mut self) -> bool {
