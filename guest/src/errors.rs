@@ -602,24 +602,15 @@ impl Refusal {
     /// The `www-authenticate` value, on the token and scope refusals; its
     /// realm (the capsule's name) is asked for only then.
     pub fn www_authenticate(&self, realm: impl FnOnce() -> String) -> Option<String> {
-        if !matches!(
-            self,
-            Refusal::Unauthenticated | Refusal::InvalidToken(_) | Refusal::InsufficientScope { .. }
-        ) {
-            return None;
-        }
-        let realm = quote(&realm());
-        match self {
-            Refusal::Unauthenticated => Some(format!("Bearer realm={realm}")),
-            Refusal::InvalidToken(_) => {
-                Some(format!("Bearer realm={realm}, error=\"invalid_token\""))
+        let error = match self {
+            Refusal::Unauthenticated => String::new(),
+            Refusal::InvalidToken(_) => ", error=\"invalid_token\"".to_string(),
+            Refusal::InsufficientScope { scope, .. } => {
+                format!(", error=\"insufficient_scope\", scope={}", quote(scope))
             }
-            Refusal::InsufficientScope { scope, .. } => Some(format!(
-                "Bearer realm={realm}, error=\"insufficient_scope\", scope={}",
-                quote(scope)
-            )),
-            _ => None,
-        }
+            _ => return None,
+        };
+        Some(format!("Bearer realm={}{error}", quote(&realm())))
     }
 }
 
