@@ -172,20 +172,18 @@ fn only_what_names_the_capsule_asks_for_its_identity() {
         None,
         Some("done"),
     );
-    let asked = |headers: &[(&str, &str)], body: &str| {
+    let asked = |request: &Request, body: &str| {
         let before = fake.identities.get();
-        handle(&fake, &post(headers), || body.as_bytes().to_vec());
+        handle(&fake, request, || body.as_bytes().to_vec());
         fake.identities.get() - before
     };
-    let op = [("authorization", "Bearer op")];
+    let op = post(&[("authorization", "Bearer op")]);
     let get = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{{"id":"{id}"}}}}"#);
     assert_eq!(asked(&op, &get), 0);
     assert_eq!(asked(&op, r#"{"jsonrpc":"2.0","id":1,"method":"Nope"}"#), 0);
-    assert_eq!(asked(&[], &get), 1, "a 401 names the realm");
+    assert_eq!(asked(&post(&[]), &get), 1, "a 401 names the realm");
     let extended = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#;
     assert_eq!(asked(&op, extended), 1);
     let card = common::request("GET", "/.well-known/agent-card.json", &[]);
-    let before = fake.identities.get();
-    handle(&fake, &card, Vec::new);
-    assert_eq!(fake.identities.get() - before, 1);
+    assert_eq!(asked(&card, ""), 1);
 }
