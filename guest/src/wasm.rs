@@ -1,7 +1,9 @@
 //! The `wasi:http` edge: turns the incoming request into a [`Request`], runs
 //! the door, and writes its [`Response`]. The host's imports it runs the door
-//! against are adapted to [`Imports`](crate::Imports) in [`host`].
+//! against are adapted to [`Imports`](crate::Imports) in [`host`]; [`answer`]
+//! is the edge that answers a whole request in one call.
 
+mod answer;
 mod host;
 
 use wasip2::http::types::{
@@ -29,7 +31,8 @@ impl wasip2::exports::http::incoming_handler::Guest for Door {
             .and_then(|n| n.parse::<usize>().ok());
         match crate::handle_unless_unread(&Host, &head, || read_body(&request, declared)) {
             Reply::Whole(response) => write(out, response),
-            Reply::Unread => ResponseOutparam::set(
+            // OpensStream is only ever the one-call edge's answer.
+            Reply::Unread | Reply::OpensStream => ResponseOutparam::set(
                 out,
                 Err(ErrorCode::InternalError(Some(
                     "the request body could not be read whole".into(),

@@ -187,3 +187,40 @@ fn only_what_names_the_capsule_asks_for_its_identity() {
     let card = common::request("GET", "/.well-known/agent-card.json", &[]);
     assert_eq!(asked(&card, ""), 1);
 }
+
+// "What the door answers": an edge that writes whole answers only runs the
+// same steps, and hands a streaming method on before step 14 changes
+// anything; a refusal before it is answered there as by any edge.
+#[test]
+fn the_one_call_edge_hands_streams_on_before_they_start() {
+    use murmur_door_guest::{Reply, handle_whole};
+    let send = |fake: &Fake, method: &str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{{"message":{{"role":"ROLE_USER","messageId":"m1","parts":[{{"text":"hi"}}]}}}}}}"#
+        );
+        handle_whole(fake, &post(&[("authorization", "Bearer op")]), || {
+            Some(body.into_bytes())
+        })
+    };
+    let fake = Fake::new(true);
+    for method in [
+        "SendStreamingMessage",
+        "SubscribeToTask",
+        "murmur.WatchSession",
+    ] {
+        assert!(
+            matches!(send(&fake, method), Reply::OpensStream),
+            "{method}"
+        );
+    }
+    assert!(fake.started.borrow().is_empty());
+    assert!(fake.opened.borrow().is_empty());
+    assert_eq!(fake.verified.borrow().len(), 3);
+    // Whole answers come back whole: a started task, and a 401.
+    assert!(matches!(send(&fake, "SendMessage"), Reply::Whole(r) if r.status == 200));
+    assert_eq!(fake.started.borrow().len(), 1);
+    let refused = handle_whole(&fake, &post(&[("authorization", "Bearer nope")]), || {
+        panic!("a refused token never reads the body")
+    });
+    assert!(matches!(refused, Reply::Whole(r) if r.status == 401));
+}

@@ -1,5 +1,6 @@
 //! The door's imports (`wit/`) as Rust: the generated types, the host traits
-//! each interface's file in [`crate::imports`] implements, and nothing else.
+//! each interface's file in [`crate::imports`] implements, and the one-call
+//! export the host calls ([`answers`]).
 //!
 //! The events interface's `events` resource is the generated marker type:
 //! the reader behind it is the task layer's own (see
@@ -16,14 +17,27 @@ wasmtime::component::bindgen!({
     // A reader handle the table does not hold is a host bug, not an answer:
     // it traps the request rather than panicking the host.
     // `pass-on` waits for events and for the client to take them; `start`
-    // waits for its batch to be written.
+    // waits for its batch to be written; `read` for the request's body.
     imports: {
         "murmur:door/events": trappable,
         "murmur:door/events.[method]events.pass-on": async | trappable,
         "murmur:door/task-store.start": async,
+        "murmur:door/request-body.read": async,
     },
     require_store_data_send: true,
     additional_derives: [PartialEq],
 });
 
-pub use murmur::door::{events, session, task_store, tokens};
+pub use murmur::door::{events, request_body, session, task_store, tokens};
+
+/// The door's one-call `answer` export, as the host calls it.
+pub mod answers {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "murmur:door/answers",
+        exports: { default: async },
+        require_store_data_send: true,
+    });
+
+    pub use exports::murmur::door::answer::{Reply, RequestHead, Response};
+}

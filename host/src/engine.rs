@@ -7,8 +7,10 @@ use std::sync::{Arc, mpsc};
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
-use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyIndices, ProxyPre};
+
+use crate::bindings::answers::{Answers, AnswersIndices};
 
 use crate::cache::{CompileCache, Compiled};
 use crate::cpu::TICK;
@@ -160,6 +162,10 @@ fn config(max_instances: u32, max_memory_bytes: usize, resident: bool) -> Config
 #[derive(Clone)]
 pub struct Door {
     pub pre: ProxyPre<RequestState>,
+    /// Where its `wasi:http` handler is.
+    pub proxy: ProxyIndices,
+    /// Where its one-call `answer` export is, when it has one.
+    pub answers: Option<AnswersIndices>,
     /// `sha256:<hex>` of the component's bytes.
     pub digest: String,
     /// The engine it was compiled for, which a swap compiles the next
@@ -169,7 +175,32 @@ pub struct Door {
     pub compiled: Compiled,
 }
 
+/// One instance of a door: its `wasi:http` handler, and its one-call
+/// answer when it exports one.
+pub struct DoorInstance {
+    pub proxy: Proxy,
+    pub answers: Option<Answers>,
+}
+
 impl Door {
+    /// A new instance of the door in `store`.
+    pub async fn instantiate(
+        &self,
+        store: &mut Store<RequestState>,
+    ) -> wasmtime::Result<DoorInstance> {
+        let instance = self
+            .pre
+            .instance_pre()
+            .instantiate_async(&mut *store)
+            .await?;
+        let proxy = self.proxy.load(&mut *store, &instance)?;
+        let answers = match &self.answers {
+            Some(indices) => Some(indices.load(&mut *store, &instance)?),
+            None => None,
+        };
+        Ok(DoorInstance { proxy, answers })
+    }
+
     /// Compiles `bytes`, links it against the host's imports and
     /// pre-instantiates it.
     pub fn load(engine: &DoorEngine, bytes: &[u8]) -> anyhow::Result<Door> {
@@ -187,11 +218,12 @@ impl Door {
 }
 
 /// The `murmur:door` interfaces the host answers, without their version.
-pub const HOST_INTERFACES: [&str; 4] = [
+pub const HOST_INTERFACES: [&str; 5] = [
     "murmur:door/session",
     "murmur:door/tokens",
     "murmur:door/task-store",
     "murmur:door/events",
+    "murmur:door/request-body",
 ];
 
 /// The imports a door cannot be our door without: a component that does not
@@ -281,8 +313,16 @@ fn link(
         ProxyPre::new(pre),
         "the door component does not export wasi:http/incoming-handler",
     )?;
+    let proxy = wasm_context(
+        ProxyIndices::new(pre.instance_pre()),
+        "the door component does not export wasi:http/incoming-handler",
+    )?;
+    // A door without the export (an older build) answers through wasi:http.
+    let answers = AnswersIndices::new(pre.instance_pre()).ok();
     Ok(Door {
         pre,
+        proxy,
+        answers,
         digest: digest(bytes),
         engine: engine.clone(),
         compiled,
@@ -442,7 +482,8 @@ mod tests {
     }
 
     /// The embedded door is the `door` world: it exports the wasi:http
-    /// handler and imports session and tokens beside wasi's own interfaces.
+    /// handler and the one-call answer, and imports session and tokens
+    /// beside wasi's own interfaces.
     #[test]
     fn the_embedded_door_is_the_door_world() {
         let engine = engine().unwrap();
@@ -450,7 +491,13 @@ mod tests {
         check_world(&engine, &component).unwrap();
         let ty = component.component_type();
         let exports: Vec<&str> = ty.exports(&engine).map(|(name, _)| name).collect();
-        assert_eq!(exports, ["wasi:http/incoming-handler@0.2.12"]);
+        assert_eq!(
+            exports,
+            [
+                "wasi:http/incoming-handler@0.2.12",
+                "murmur:door/answer@0.1.0"
+            ]
+        );
         let imports: Vec<&str> = ty.imports(&engine).map(|(name, _)| name).collect();
         for ours in ["murmur:door/session@0.1.0", "murmur:door/tokens@0.1.0"] {
             assert!(imports.contains(&ours), "{imports:?}");

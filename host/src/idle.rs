@@ -44,9 +44,8 @@ use std::sync::{Arc, Mutex};
 
 use hyper::header::HeaderValue;
 use wasmtime::Store;
-use wasmtime_wasi_http::p2::bindings::Proxy;
 
-use crate::engine::Door;
+use crate::engine::{Door, DoorInstance};
 use crate::request::{Limits, RequestState};
 use crate::session::Session;
 
@@ -88,7 +87,7 @@ impl Owner {
 /// An instance and its store, between two requests.
 pub struct Kept {
     pub store: Store<RequestState>,
-    pub proxy: Proxy,
+    pub instance: DoorInstance,
     /// Requests it has answered.
     pub uses: u32,
 }

@@ -20,6 +20,8 @@ const LAYERS: &[&[&str]] = &[
     // instantiates doors in a store.
     &["request", "cache"],
     &["engine"],
+    // A request answered in one call of the door's `answer` export.
+    &["one_call"],
     // What a door version answered that is the same for every request.
     &["card_cache"],
     // Versions of the door, and the operator's surface over them.

@@ -23,6 +23,7 @@ pub mod memory;
 pub mod metrics;
 #[cfg(feature = "native-door")]
 pub mod native;
+pub mod one_call;
 pub mod process;
 pub mod request;
 pub mod roster;

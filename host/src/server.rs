@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 use wasmtime_wasi_http::WasiHttpView;
-use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::admission::{self, Admission, Caller, Slot};
@@ -30,8 +30,10 @@ use crate::control::{self, ControlToken};
 use crate::cpu;
 use crate::engine::{self, Door};
 use crate::idle::{Idle, Kept, Owner};
+use crate::imports::request_body::BoxedBody;
 use crate::memory::{self, MemoryLimit, MemoryPool};
 use crate::metrics::{self, Metrics};
+use crate::one_call::{self, OneCall};
 use crate::request::{self, Limits, Stores};
 use crate::session::Session;
 use crate::swap::{self, Doors, Serving};
@@ -607,17 +609,17 @@ impl Server {
                 .headers
                 .insert(hyper::header::HOST, self.listener_authority.clone());
         }
-        let request = Request::from_parts(parts, body);
+        let body: BoxedBody = body.boxed_unsync();
 
-        let (mut store, proxy, uses) = match self.shared.idle.take(&owner) {
+        let (mut store, instance, uses) = match self.shared.idle.take(&owner) {
             Some(Kept {
                 mut store,
-                proxy,
+                instance,
                 uses,
             }) => {
                 let session = self.stores.session.clone();
                 request::start_over(&mut store, session, serving.live().version);
-                (store, Some(proxy), uses)
+                (store, Some(instance), uses)
             }
             None => {
                 let mut store = self.stores.store(&serving.live().door.engine);
@@ -635,16 +637,6 @@ impl Server {
                 .flatten()
         };
         let (sender, mut receiver) = tokio::sync::oneshot::channel();
-        let incoming = store
-            .data_mut()
-            .http()
-            .new_incoming_request(Scheme::Http, request)
-            .map_err(Failure::host)?;
-        let outparam = store
-            .data_mut()
-            .http()
-            .new_response_outparam(sender)
-            .map_err(Failure::host)?;
 
         // The door runs on the request's task until it answers (see
         // `DoorRun`); one still running then goes on in a task of its own, so
@@ -663,11 +655,11 @@ impl Server {
         let mut door = DoorRun::new(
             async move {
                 let door = async {
-                    let proxy = match proxy {
-                        Some(proxy) => proxy,
+                    let instance = match instance {
+                        Some(instance) => instance,
                         None => {
-                            let pre = &serving.live().door.pre;
-                            match pre.instantiate_async(&mut store).await {
+                            let door = &serving.live().door;
+                            match door.instantiate(&mut store).await {
                                 // Instances kept idle give way to a request
                                 // (a pool sized without room for them).
                                 Err(e)
@@ -675,26 +667,59 @@ impl Server {
                                         .is_some()
                                         && idle.clear() > 0 =>
                                 {
-                                    pre.instantiate_async(&mut store).await?
+                                    door.instantiate(&mut store).await?
                                 }
                                 instantiated => instantiated?,
                             }
                         }
                     };
-                    proxy
-                        .wasi_http_incoming_handler()
-                        .call_handle(&mut store, incoming, outparam)
-                        .await?;
-                    Ok::<_, wasmtime::Error>(proxy)
+                    // One call when the door can answer in one; its
+                    // streams, and every request of a door without the
+                    // export, through wasi:http.
+                    let call = match &instance.answers {
+                        Some(answers) => {
+                            one_call::answer(answers, &mut store, &parts, body).await?
+                        }
+                        None => OneCall::ToHandler(body),
+                    };
+                    match call {
+                        OneCall::Whole(response) => {
+                            let _ = sender.send(Ok(response));
+                        }
+                        OneCall::Unread => {
+                            let _ = sender.send(Err(ErrorCode::InternalError(Some(
+                                "the request body could not be read whole".into(),
+                            ))));
+                        }
+                        OneCall::ToHandler(body) => {
+                            let request = Request::from_parts(parts, body);
+                            let mut http = store.data_mut().http();
+                            let incoming = http.new_incoming_request(Scheme::Http, request)?;
+                            let outparam = http.new_response_outparam(sender)?;
+                            instance
+                                .proxy
+                                .wasi_http_incoming_handler()
+                                .call_handle(&mut store, incoming, outparam)
+                                .await?;
+                        }
+                    }
+                    Ok::<_, wasmtime::Error>(instance)
                 };
                 let answered = cpu::metered(&meter, door).await;
                 tracing::debug!(door = serving.live().version, uses, "door instance done");
                 let answered = match answered {
                     // Kept for its caller's next request, unless the
                     // session is closing.
-                    Ok(proxy) if !session.tasks.closing() => {
+                    Ok(instance) if !session.tasks.closing() => {
                         let uses = uses + 1;
-                        idle.keep(owner, Kept { store, proxy, uses });
+                        idle.keep(
+                            owner,
+                            Kept {
+                                store,
+                                instance,
+                                uses,
+                            },
+                        );
                         Ok(())
                     }
                     Ok(_) => {
@@ -994,18 +1019,12 @@ impl hyper::body::Body for Answer {
 enum Failure {
     /// No door instance for it.
     Refused(admission::Refused),
-    /// The host could not set the request up.
-    Host(String),
     /// The door trapped, answered an error code or nothing: the reason,
     /// and the memory limit it met, if it met one.
     Guest(String, Option<MemoryLimit>),
 }
 
 impl Failure {
-    fn host(e: impl std::fmt::Display) -> Failure {
-        Failure::Host(e.to_string())
-    }
-
     /// The answer. A body the host stopped reading (too large, too slow, no
     /// room) is what made the door give up, so it is what the client hears.
     fn response(self, tally: &Tally) -> Response<HyperOutgoingBody> {
@@ -1032,10 +1051,6 @@ impl Failure {
                     "busy",
                     "every door instance is in use; retry shortly".to_string(),
                 )
-            }
-            Failure::Host(why) => {
-                tracing::error!(error = %why, "request setup failed");
-                internal_error(None)
             }
             // Out of memory: the request needs more than a door has, or the
             // doors together hold all they may. Either way it is not a fault.

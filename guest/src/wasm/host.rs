@@ -1,5 +1,6 @@
 //! The host's imports (`murmur:door/session`, `tokens`, `task-store` and
-//! `events`), bound by wit-bindgen and seen through [`Imports`]: each call
+//! `events`), bound by wit-bindgen and seen through [`Imports`], beside the
+//! bindings of the one-call `answer` export (see `super::answer`): each call
 //! converts the plain model into the generated types and the answer back, so
 //! the rules never see a generated type.
 
@@ -13,7 +14,7 @@ use crate::model::{
 
 wit_bindgen::generate!({
     path: "../wit",
-    world: "murmur:door/imports",
+    world: "murmur:door/guest",
     with: {
         "wasi:io/poll@0.2.12": wasip2::io::poll,
         "wasi:io/streams@0.2.12": wasip2::io::streams,

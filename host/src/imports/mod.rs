@@ -9,6 +9,7 @@
 //! context names, whatever else the store holds.
 
 pub mod events;
+pub mod request_body;
 pub mod session;
 pub mod task_store;
 pub mod tokens;
@@ -31,6 +32,8 @@ pub struct DoorCtx {
     /// The door version serving the request: its streams pass on what
     /// streams of the same version framed (see [`crate::tasks::events`]).
     pub version: u64,
+    /// The body of a request answered in one call.
+    pub body: request_body::OneCallBody,
 }
 
 impl DoorCtx {
@@ -40,6 +43,7 @@ impl DoorCtx {
             session,
             changed: Arc::default(),
             version: 0,
+            body: request_body::OneCallBody::Absent,
         }
     }
 
@@ -73,12 +77,13 @@ impl HasData for HasDoor {
     type Data<'a> = DoorCtxView<'a>;
 }
 
-/// Adds the `murmur:door` interfaces (session, tokens, task-store, events)
-/// to `linker`, answered through `T`'s [`DoorView`].
+/// Adds the `murmur:door` interfaces (session, tokens, task-store, events,
+/// request-body) to `linker`, answered through `T`'s [`DoorView`].
 pub fn add_to_linker<T: DoorView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     bindings::session::add_to_linker::<T, HasDoor>(linker, T::door)?;
     bindings::tokens::add_to_linker::<T, HasDoor>(linker, T::door)?;
     bindings::task_store::add_to_linker::<T, HasDoor>(linker, T::door)?;
     bindings::events::add_to_linker::<T, HasDoor>(linker, T::door)?;
+    bindings::request_body::add_to_linker::<T, HasDoor>(linker, T::door)?;
     Ok(())
 }

@@ -1,0 +1,33 @@
+//! The one-call edge (`murmur:door/answer`): the request's head comes in as
+//! one record, the body is read through `request-body` only when the check
+//! order reaches it, and the whole answer goes back as one record. Streams
+//! are left to the `wasi:http` edge.
+
+use super::host::exports::murmur::door::answer::{Guest, Reply as Wire, RequestHead, Response};
+use super::host::murmur::door::request_body;
+use super::host::{Host, export};
+use crate::{Reply, Request};
+
+struct OneCall;
+
+export!(OneCall with_types_in super::host);
+
+impl Guest for OneCall {
+    fn answer(head: RequestHead) -> Wire {
+        let request = Request {
+            method: head.method,
+            path_with_query: head.path_with_query,
+            headers: head.headers,
+        };
+        match crate::handle_whole(&Host, &request, request_body::read) {
+            Reply::Whole(response) => Wire::Whole(Response {
+                status: response.status,
+                headers: response.headers,
+                body: response.body,
+            }),
+            Reply::OpensStream => Wire::OpensStream,
+            Reply::Unread => Wire::Unread,
+            Reply::Stream(_) => unreachable!("handle_whole opens no stream"),
+        }
+    }
+}

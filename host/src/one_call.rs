@@ -1,0 +1,104 @@
+//! The door's one-call answer (`murmur:door/answer`): the request's head
+//! lowered once, its body read through `request-body` only when the door
+//! asks for it, and the whole answer lifted once. A short request then costs
+//! one call instead of the ~18 `wasi:http` calls and resources of the
+//! incoming handler, and no channel between the door and hyper.
+//!
+//! A request that opens a stream is handed back untouched (the door changes
+//! nothing before it says so) and answered through `wasi:http`, as is every
+//! request of a door without the export.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{CONTENT_LENGTH, HeaderName, HeaderValue};
+use hyper::http::request::Parts;
+use hyper::{Response, StatusCode};
+use wasmtime::Store;
+use wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS;
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+
+use crate::bindings::answers::{Answers, Reply, RequestHead, Response as DoorResponse};
+use crate::imports::request_body::{BoxedBody, OneCallBody};
+use crate::request::RequestState;
+
+/// What one call answered.
+pub enum OneCall {
+    Whole(Response<HyperOutgoingBody>),
+    /// The body could not be read whole: the host answers for the door.
+    Unread,
+    /// For `wasi:http`'s incoming handler: a request that opens a stream,
+    /// with its body.
+    ToHandler(BoxedBody),
+}
+
+/// Asks the door `answers` belongs to for the whole answer to the request
+/// `parts` and `body` make. An error is the door's trap, or an answer the
+/// host will not send.
+pub async fn answer(
+    answers: &Answers,
+    store: &mut Store<RequestState>,
+    parts: &Parts,
+    body: BoxedBody,
+) -> wasmtime::Result<OneCall> {
+    let head = RequestHead {
+        method: parts.method.as_str().into(),
+        path_with_query: parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .into(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str().into(), value.as_bytes().to_vec()))
+            .collect(),
+    };
+    store.data_mut().door.body = OneCallBody::Unread(body);
+    let reply = answers
+        .murmur_door_answer()
+        .call_answer(&mut *store, &head)
+        .await;
+    // Whatever the door did with it, the body is not kept past the call.
+    let body = store.data_mut().door.body.take();
+    Ok(match reply? {
+        Reply::Whole(response) => OneCall::Whole(response_of(response)?),
+        Reply::Unread => OneCall::Unread,
+        Reply::OpensStream => OneCall::ToHandler(body.ok_or_else(|| {
+            wasmtime::Error::msg("the door opened a stream after a body it could not read")
+        })?),
+    })
+}
+
+/// The door's answer as hyper sends it, held to what the `wasi:http` edge
+/// lets a door send: a valid status, valid headers but none of the ones
+/// `wasi:http` forbids, and a `content-length`, when it gives one, that is
+/// the body's.
+fn response_of(response: DoorResponse) -> wasmtime::Result<Response<HyperOutgoingBody>> {
+    let status = StatusCode::from_u16(response.status).map_err(|_| {
+        wasmtime::Error::msg(format!("the door answered status {}", response.status))
+    })?;
+    let length = response.body.len();
+    let body = Full::new(Bytes::from(response.body))
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let mut answer = Response::new(body);
+    *answer.status_mut() = status;
+    let headers = answer.headers_mut();
+    headers.reserve(response.headers.len());
+    for (name, value) in response.headers {
+        let refused = || {
+            wasmtime::Error::msg(format!(
+                "the door answered a header it may not send: {name:?}"
+            ))
+        };
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| refused())?;
+        let value = HeaderValue::from_str(&value).map_err(|_| refused())?;
+        if DEFAULT_FORBIDDEN_HEADERS.contains(&header)
+            || (header == CONTENT_LENGTH && value.as_bytes() != length.to_string().as_bytes())
+        {
+            return Err(refused());
+        }
+        headers.append(header, value);
+    }
+    Ok(answer)
+}
