@@ -36,6 +36,8 @@ pub mod answers {
         path: "../wit",
         world: "murmur:door/answers",
         exports: { default: async },
+        // The head is lowered from the request's own header map.
+        ownership: Borrowing { duplicate_if_necessary: false },
         require_store_data_send: true,
     });
 

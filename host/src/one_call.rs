@@ -40,23 +40,20 @@ pub async fn answer(
     parts: &Parts,
     body: BoxedBody,
 ) -> wasmtime::Result<OneCall> {
+    let headers: Vec<(&str, &[u8])> = parts
+        .headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
+        .collect();
     let head = RequestHead {
-        method: parts.method.as_str().into(),
-        path_with_query: parts
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .into(),
-        headers: parts
-            .headers
-            .iter()
-            .map(|(name, value)| (name.as_str().into(), value.as_bytes().to_vec()))
-            .collect(),
+        method: parts.method.as_str(),
+        path_with_query: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+        headers: &headers,
     };
     store.data_mut().door.body = OneCallBody::Unread(body);
     let reply = answers
         .murmur_door_answer()
-        .call_answer(&mut *store, &head)
+        .call_answer(&mut *store, head)
         .await;
     // Whatever the door did with it, the body is not kept past the call.
     let body = store.data_mut().door.body.take();
