@@ -99,3 +99,79 @@ fn response_of(response: DoorResponse) -> wasmtime::Result<Response<HyperOutgoin
     }
     Ok(answer)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn door_response(status: u16, headers: &[(&str, &str)], body: &str) -> DoorResponse {
+        DoorResponse {
+            status,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    /// What the door answers is sent as it wrote it: status, headers in
+    /// order (repeated ones kept), and its body.
+    #[tokio::test]
+    async fn an_answer_is_sent_as_the_door_wrote_it() {
+        let response = response_of(door_response(
+            401,
+            &[
+                ("content-type", "application/json"),
+                ("content-length", "2"),
+                ("www-authenticate", "Bearer realm=\"a\""),
+                ("www-authenticate", "Bearer realm=\"b\""),
+            ],
+            "{}",
+        ))
+        .unwrap();
+        assert_eq!(response.status(), 401);
+        let challenges: Vec<_> = response
+            .headers()
+            .get_all("www-authenticate")
+            .iter()
+            .collect();
+        assert_eq!(challenges, ["Bearer realm=\"a\"", "Bearer realm=\"b\""]);
+        assert_eq!(response.headers()["content-length"], "2");
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, "{}");
+    }
+
+    /// "What a head may not carry" (README, "What a client can make the host
+    /// hold"): what the `wasi:http`
+    /// edge refuses, the host refuses from a one-call answer too.
+    #[test]
+    fn what_wasi_http_refuses_is_refused_here() {
+        let refused = |status, headers: &[(&str, &str)]| {
+            response_of(door_response(status, headers, "{}"))
+                .err()
+                .map(|e| e.to_string())
+        };
+        assert_eq!(
+            refused(1000, &[]).as_deref(),
+            Some("the door answered status 1000")
+        );
+        for header in [
+            ("connection", "close"),
+            ("transfer-encoding", "chunked"),
+            ("content-length", "3"),
+            ("bad name", "x"),
+            ("x-ok", "line\nbreak"),
+        ] {
+            assert_eq!(
+                refused(200, &[header]),
+                Some(format!(
+                    "the door answered a header it may not send: {:?}",
+                    header.0
+                )),
+                "{header:?}"
+            );
+        }
+        assert_eq!(refused(200, &[("content-length", "2")]), None);
+    }
+}
