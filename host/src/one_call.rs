@@ -143,8 +143,8 @@ mod tests {
     }
 
     /// "What a head may not carry" (README, "What a client can make the host
-    /// hold"): what the `wasi:http`
-    /// edge refuses, the host refuses from a one-call answer too.
+    /// hold"): what the `wasi:http` edge refuses, the host refuses from a
+    /// one-call answer too.
     #[test]
     fn what_wasi_http_refuses_is_refused_here() {
         let refused = |status, headers: &[(&str, &str)]| {
