@@ -4,10 +4,13 @@
 //! The host does not read a body before the door asks for it. The reference's
 //! check order reads the token (step 2) before the body (step 5), so a
 //! request without a valid token is answered 401 having cost the host its
-//! head, whatever its `Content-Length`. A body the door reads arrives one
-//! chunk at a time and is copied into the door's own memory; the host keeps
-//! one chunk and the first [`PREFIX_BYTES`] (to find the JSON-RPC id should
-//! the door fail).
+//! head, whatever its `Content-Length`. A body the door reads through
+//! `wasi:http` arrives one chunk at a time and is copied into the door's own
+//! memory; the host keeps one chunk and the first [`PREFIX_BYTES`] (to find
+//! the JSON-RPC id should the door fail). One the door reads through
+//! `request-body` (a one-call answer, [`crate::one_call`]) is collected whole
+//! and kept by the host until the call returns; the budget counts its bytes
+//! either way.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
