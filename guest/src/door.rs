@@ -29,10 +29,6 @@ pub enum Reply<R> {
     /// The body could not be read whole: too large, too slow, or cut. The
     /// host that bounds bodies knows which, and answers for the door.
     Unread,
-    /// The request opens a stream, which the edge that asked cannot write
-    /// ([`handle_whole`]). Decided before step 14, so nothing was changed:
-    /// the same request may be answered again by an edge that can.
-    OpensStream,
 }
 
 impl<R> Reply<R> {
@@ -40,7 +36,7 @@ impl<R> Reply<R> {
     pub fn whole(self) -> Option<Response> {
         match self {
             Reply::Whole(response) => Some(response),
-            Reply::Stream(_) | Reply::Unread | Reply::OpensStream => None,
+            Reply::Stream(_) | Reply::Unread => None,
         }
     }
 }
@@ -62,34 +58,8 @@ pub fn handle_unless_unread<I: Imports>(
     request: &Request,
     read_body: impl FnOnce() -> Option<Vec<u8>>,
 ) -> Reply<I::Reader> {
-    answer(imports, request, read_body, Edge::Streams)
-}
-
-/// As [`handle_unless_unread`], for an edge that writes whole answers only:
-/// a request that would open a stream is [`Reply::OpensStream`].
-pub fn handle_whole<I: Imports>(
-    imports: &I,
-    request: &Request,
-    read_body: impl FnOnce() -> Option<Vec<u8>>,
-) -> Reply<I::Reader> {
-    answer(imports, request, read_body, Edge::WholeOnly)
-}
-
-/// What the edge that asks can write.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Edge {
-    Streams,
-    WholeOnly,
-}
-
-fn answer<I: Imports>(
-    imports: &I,
-    request: &Request,
-    read_body: impl FnOnce() -> Option<Vec<u8>>,
-    edge: Edge,
-) -> Reply<I::Reader> {
     let capsule = imports.capsule();
-    match check(imports, &capsule, request, read_body, edge) {
+    match check(imports, &capsule, request, read_body) {
         Ok(reply) => reply,
         Err(Answer::Refusal(refusal)) => Reply::Whole(refused(&refusal, imports)),
         Err(Answer::Rpc(id, error)) => Reply::Whole(rpc::error(&id, &error)),
@@ -113,7 +83,6 @@ fn check<I: Imports>(
     capsule: &Capsule,
     request: &Request,
     read_body: impl FnOnce() -> Option<Vec<u8>>,
-    edge: Edge,
 ) -> Result<Reply<I::Reader>, Answer> {
     // 1. The card and the peer plane need no door token.
     if let Some(response) = public_paths(imports, request, capsule) {
@@ -169,11 +138,6 @@ fn check<I: Imports>(
     let params = params_object(rpc.params.take()).map_err(fail)?;
     // 13. No tenant.
     no_tenant(&params).map_err(fail)?;
-    // Every step so far only asked; a stream the edge cannot write goes to
-    // one that can before the method changes anything.
-    if edge == Edge::WholeOnly && method.streams() {
-        return Ok(Reply::OpensStream);
-    }
     // 14. The method itself.
     let call = Call {
         request,

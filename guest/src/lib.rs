@@ -25,7 +25,7 @@ pub mod task_methods;
 pub mod timestamp;
 pub mod version;
 
-pub use door::{Reply, handle, handle_unless_unread, handle_whole};
+pub use door::{Reply, handle, handle_unless_unread};
 pub use http::{Request, Response};
 pub use imports::Imports;
 

@@ -69,14 +69,6 @@ impl Method {
         }
     }
 
-    /// Whether it answers with a stream.
-    pub fn streams(self) -> bool {
-        matches!(
-            self,
-            Method::SendStreamingMessage | Method::SubscribeToTask | Method::WatchSession
-        )
-    }
-
     /// The scope a token needs (step 11). GetExtendedAgentCard needs none.
     pub fn scope(self) -> Option<Scope> {
         Some(match self {

@@ -31,8 +31,7 @@ impl wasip2::exports::http::incoming_handler::Guest for Door {
             .and_then(|n| n.parse::<usize>().ok());
         match crate::handle_unless_unread(&Host, &head, || read_body(&request, declared)) {
             Reply::Whole(response) => write(out, response),
-            // OpensStream is only ever the one-call edge's answer.
-            Reply::Unread | Reply::OpensStream => ResponseOutparam::set(
+            Reply::Unread => ResponseOutparam::set(
                 out,
                 Err(ErrorCode::InternalError(Some(
                     "the request body could not be read whole".into(),
@@ -43,19 +42,23 @@ impl wasip2::exports::http::incoming_handler::Guest for Door {
                 let Some((body, sink)) = open(out, 200, headers) else {
                     return;
                 };
-                // Shared with the stream's reader, which hands it to the
-                // host to pass framed events on; both are gone when the
-                // pump returns, before the body is finished.
-                let sink = std::rc::Rc::new(sink);
-                if let Some(reader) = stream.reader() {
-                    reader.pass_on_to(sink.clone());
-                }
-                crate::streams::pump(&Host, stream, &mut |bytes| write_all(&sink, bytes));
-                drop(sink);
+                pump(stream, sink);
                 let _ = OutgoingBody::finish(body, None);
             }
         }
     }
+}
+
+/// Writes a stream's events to `sink` until the stream ends.
+fn pump(stream: crate::streams::Stream<host::Reader>, sink: OutputStream) {
+    // Shared with the stream's reader, which hands it to the host to pass
+    // framed events on; both are gone when the pump returns, before the
+    // body ends.
+    let sink = std::rc::Rc::new(sink);
+    if let Some(reader) = stream.reader() {
+        reader.pass_on_to(sink.clone());
+    }
+    crate::streams::pump(&Host, stream, &mut |bytes| write_all(&sink, bytes));
 }
 
 fn method_name(method: HttpMethod) -> String {

@@ -6,8 +6,6 @@
 //! or bytes flipped in its text, with headers drawn from the same
 //! vocabulary. Whatever comes in, the door answers: no panic, a status the
 //! reference lists, and a body that is the JSON (or the SSE) it promises.
-//! The one-call edge (`handle_whole`) answers each case the same, or hands
-//! a streaming method on having changed nothing.
 //!
 //! CI runs `FUZZ_CASES` cases (default 20,000) from a fixed seed. A long run:
 //!
@@ -22,7 +20,7 @@ use std::time::{Duration, Instant};
 use arbitrary::{Result, Unstructured};
 use common::FakeHost;
 use murmur_door_guest::model::{Delivery, Event, EventBody, Status, TaskState};
-use murmur_door_guest::{Reply, Request, handle, handle_whole};
+use murmur_door_guest::{Reply, Request, handle};
 use serde_json::{Map, Value, json};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus");
@@ -364,46 +362,11 @@ fn check(
             }
             "stream".to_string()
         }
-        Reply::Unread | Reply::OpensStream => {
-            panic!("a body that was read whole came back unread, or a stream unopened")
-        }
+        Reply::Unread => panic!("a body that was read whole came back unread"),
     }
 }
 
 fn case(data: &[u8], corpus: &[(String, Vec<u8>)]) -> Result<String> {
-    let (host, request, body) = setup(data, corpus)?;
-    let reply = handle(&host, &request, || body.clone());
-    // The one-call edge, on a twin of the same host, answers the same bytes,
-    // or hands on a streaming method having changed nothing.
-    let (twin, _, _) = setup(data, corpus)?;
-    let whole = handle_whole(&twin, &request, || Some(body.clone()));
-    let kinds = (kind(&reply), kind(&whole));
-    match (&reply, whole) {
-        (Reply::Whole(response), Reply::Whole(whole)) => assert_eq!(response, &whole),
-        // A streaming method may still end in a whole answer (an error),
-        // which the edge that streams gives.
-        (Reply::Stream(_) | Reply::Whole(_), Reply::OpensStream) => {
-            assert!(twin.started.borrow().is_empty());
-            assert!(twin.replies.borrow().is_empty());
-            assert!(twin.opened.borrow().is_empty());
-            assert_eq!(twin.stops.get(), 0);
-        }
-        _ => panic!("the one-call edge answered otherwise: {kinds:?} to {request:?}"),
-    }
-    Ok(check(reply, &host))
-}
-
-fn kind<R>(reply: &Reply<R>) -> &'static str {
-    match reply {
-        Reply::Whole(_) => "whole",
-        Reply::Stream(_) => "stream",
-        Reply::Unread => "unread",
-        Reply::OpensStream => "opens a stream",
-    }
-}
-
-/// The host, the request and its body that `data` makes.
-fn setup(data: &[u8], corpus: &[(String, Vec<u8>)]) -> Result<(FakeHost, Request, Vec<u8>)> {
     let mut u = Unstructured::new(data);
     let host = FakeHost::new(u.ratio(1, 3)?);
     if u.ratio(1, 10)? {
@@ -425,7 +388,8 @@ fn setup(data: &[u8], corpus: &[(String, Vec<u8>)]) -> Result<(FakeHost, Request
     }));
     let request = request(&mut u)?;
     let body = body(&mut u, corpus)?;
-    Ok((host, request, body))
+    let reply = handle(&host, &request, || body.clone());
+    Ok(check(reply, &host))
 }
 
 #[test]

@@ -23,12 +23,13 @@ wasmtime::component::bindgen!({
         "murmur:door/events.[method]events.pass-on": async | trappable,
         "murmur:door/task-store.start": async,
         "murmur:door/request-body.read": async,
+        "murmur:door/response-stream.open": trappable,
     },
     require_store_data_send: true,
     additional_derives: [PartialEq],
 });
 
-pub use murmur::door::{events, request_body, session, task_store, tokens};
+pub use murmur::door::{events, request_body, response_stream, session, task_store, tokens};
 
 /// The door's one-call `answer` export, as the host calls it.
 pub mod answers {

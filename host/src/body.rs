@@ -8,9 +8,9 @@
 //! `wasi:http` arrives one chunk at a time and is copied into the door's own
 //! memory; the host keeps one chunk and the first [`PREFIX_BYTES`] (to find
 //! the JSON-RPC id should the door fail). One the door reads through
-//! `request-body` (a one-call answer, [`crate::one_call`]) is collected whole
-//! and kept by the host until the call returns; the budget counts its bytes
-//! either way.
+//! `request-body` (a one-call answer, [`crate::one_call`]) is collected
+//! whole, copied into the door's memory and dropped within that host call.
+//! The budget counts its bytes either way.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};

@@ -218,12 +218,13 @@ impl Door {
 }
 
 /// The `murmur:door` interfaces the host answers, without their version.
-pub const HOST_INTERFACES: [&str; 5] = [
+pub const HOST_INTERFACES: [&str; 6] = [
     "murmur:door/session",
     "murmur:door/tokens",
     "murmur:door/task-store",
     "murmur:door/events",
     "murmur:door/request-body",
+    "murmur:door/response-stream",
 ];
 
 /// The imports a door cannot be our door without: a component that does not

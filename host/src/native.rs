@@ -46,8 +46,7 @@ pub async fn answer(session: Arc<Session>, request: Request<Bytes>) -> Response<
     // does; what blocks in them (a held SendMessage) blocks in place.
     match murmur_door_guest::handle(&imports, &head, || body.to_vec()) {
         Reply::Whole(response) => whole(response),
-        // `handle` opens every stream it answers with.
-        Reply::Unread | Reply::OpensStream => Response::builder()
+        Reply::Unread => Response::builder()
             .status(500)
             .body(empty())
             .expect("a plain head is valid"),

@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 use wasmtime_wasi_http::WasiHttpView;
-use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::admission::{self, Admission, Caller, Slot};
@@ -33,7 +33,7 @@ use crate::idle::{Idle, Kept, Owner};
 use crate::imports::request_body::BoxedBody;
 use crate::memory::{self, MemoryLimit, MemoryPool};
 use crate::metrics::{self, Metrics};
-use crate::one_call::{self, OneCall};
+use crate::one_call;
 use crate::request::{self, Limits, Stores};
 use crate::session::Session;
 use crate::swap::{self, Doors, Serving};
@@ -673,25 +673,13 @@ impl Server {
                             }
                         }
                     };
-                    // One call when the door can answer in one; its
-                    // streams, and every request of a door without the
-                    // export, through wasi:http.
-                    let call = match &instance.answers {
+                    // One call when the door exports it; through
+                    // wasi:http otherwise (an older door).
+                    match &instance.answers {
                         Some(answers) => {
-                            one_call::answer(answers, &mut store, &parts, body).await?
+                            one_call::answer(answers, &mut store, &parts, body, sender).await?;
                         }
-                        None => OneCall::ToHandler(body),
-                    };
-                    match call {
-                        OneCall::Whole(response) => {
-                            let _ = sender.send(Ok(response));
-                        }
-                        OneCall::Unread => {
-                            let _ = sender.send(Err(ErrorCode::InternalError(Some(
-                                "the request body could not be read whole".into(),
-                            ))));
-                        }
-                        OneCall::ToHandler(body) => {
+                        None => {
                             let request = Request::from_parts(parts, body);
                             let mut http = store.data_mut().http();
                             let incoming = http.new_incoming_request(Scheme::Http, request)?;

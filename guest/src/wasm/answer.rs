@@ -1,10 +1,10 @@
 //! The one-call edge (`murmur:door/answer`): the request's head comes in as
 //! one record, the body is read through `request-body` only when the check
-//! order reaches it, and the whole answer goes back as one record. Streams
-//! are left to the `wasi:http` edge.
+//! order reaches it, and a whole answer goes back as one record; a stream is
+//! written, within the same call, to the body `response-stream` opens.
 
 use super::host::exports::murmur::door::answer::{Guest, Reply as Wire, RequestHead, Response};
-use super::host::murmur::door::request_body;
+use super::host::murmur::door::{request_body, response_stream};
 use super::host::{Host, export};
 use crate::{Reply, Request};
 
@@ -19,15 +19,18 @@ impl Guest for OneCall {
             path_with_query: head.path_with_query,
             headers: head.headers,
         };
-        match crate::handle_whole(&Host, &request, request_body::read) {
+        match crate::handle_unless_unread(&Host, &request, request_body::read) {
             Reply::Whole(response) => Wire::Whole(Response {
                 status: response.status,
                 headers: response.headers,
                 body: response.body,
             }),
-            Reply::OpensStream => Wire::OpensStream,
             Reply::Unread => Wire::Unread,
-            Reply::Stream(_) => unreachable!("handle_whole opens no stream"),
+            Reply::Stream(mut stream) => {
+                let headers = std::mem::take(&mut stream.headers);
+                super::pump(stream, response_stream::open(200, &headers));
+                Wire::Streamed
+            }
         }
     }
 }

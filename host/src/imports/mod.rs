@@ -10,6 +10,7 @@
 
 pub mod events;
 pub mod request_body;
+pub mod response_stream;
 pub mod session;
 pub mod task_store;
 pub mod tokens;
@@ -32,8 +33,10 @@ pub struct DoorCtx {
     /// The door version serving the request: its streams pass on what
     /// streams of the same version framed (see [`crate::tasks::events`]).
     pub version: u64,
-    /// The body of a request answered in one call.
-    pub body: request_body::OneCallBody,
+    /// The body of a request answered in one call, until the door reads it.
+    pub body: Option<request_body::BoxedBody>,
+    /// Where a one-call answer that streams sends its head.
+    pub head: Option<response_stream::HeadSender>,
 }
 
 impl DoorCtx {
@@ -43,7 +46,8 @@ impl DoorCtx {
             session,
             changed: Arc::default(),
             version: 0,
-            body: request_body::OneCallBody::Absent,
+            body: None,
+            head: None,
         }
     }
 
@@ -78,12 +82,13 @@ impl HasData for HasDoor {
 }
 
 /// Adds the `murmur:door` interfaces (session, tokens, task-store, events,
-/// request-body) to `linker`, answered through `T`'s [`DoorView`].
+/// request-body, response-stream) to `linker`, answered through `T`'s [`DoorView`].
 pub fn add_to_linker<T: DoorView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     bindings::session::add_to_linker::<T, HasDoor>(linker, T::door)?;
     bindings::tokens::add_to_linker::<T, HasDoor>(linker, T::door)?;
     bindings::task_store::add_to_linker::<T, HasDoor>(linker, T::door)?;
     bindings::events::add_to_linker::<T, HasDoor>(linker, T::door)?;
     bindings::request_body::add_to_linker::<T, HasDoor>(linker, T::door)?;
+    bindings::response_stream::add_to_linker::<T, HasDoor>(linker, T::door)?;
     Ok(())
 }

@@ -1,0 +1,232 @@
+//! `murmur:door/response-stream`: the body of an answer the door streams
+//! from a one-call `answer`. Opening it sends the response head; what the
+//! door writes goes to hyper through a channel of [`CHUNKS`] writes of at
+//! most [`CHUNK_BYTES`] each, as a `wasi:http` body does, so an unread
+//! stream queues at most 128 KiB in the host before the door waits.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame};
+use hyper::header::{CONTENT_LENGTH, HeaderName, HeaderValue};
+use hyper::{Response, StatusCode};
+use tokio::sync::{mpsc, oneshot};
+use wasmtime::component::Resource;
+use wasmtime_wasi::p2::{OutputStream as WriteStream, Pollable, StreamError};
+use wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS;
+use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+
+use crate::bindings::response_stream::{Host, OutputStream};
+use crate::imports::DoorCtxView;
+
+/// Writes a stream's body queues ahead of the socket.
+pub const CHUNKS: usize = 32;
+/// Bytes one write carries at most.
+pub const CHUNK_BYTES: usize = 4096;
+
+/// Where a one-call answer's head goes: the request's response.
+pub type HeadSender = oneshot::Sender<Result<Response<HyperOutgoingBody>, ErrorCode>>;
+
+/// A response as the door gave it, held to what the `wasi:http` edge lets a
+/// door send: a valid status, valid headers but none of the ones `wasi:http`
+/// forbids, and no `content-length` but the body's (`length`; a streamed
+/// body has none).
+pub fn response(
+    status: u16,
+    headers: Vec<(String, String)>,
+    length: Option<usize>,
+    body: HyperOutgoingBody,
+) -> wasmtime::Result<Response<HyperOutgoingBody>> {
+    let status = StatusCode::from_u16(status)
+        .map_err(|_| wasmtime::Error::msg(format!("the door answered status {status}")))?;
+    let mut answer = Response::new(body);
+    *answer.status_mut() = status;
+    let map = answer.headers_mut();
+    map.reserve(headers.len());
+    for (name, value) in headers {
+        let refused = || {
+            wasmtime::Error::msg(format!(
+                "the door answered a header it may not send: {name:?}"
+            ))
+        };
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| refused())?;
+        let value = HeaderValue::from_str(&value).map_err(|_| refused())?;
+        let wrong_length = header == CONTENT_LENGTH
+            && length.is_none_or(|length| value.as_bytes() != length.to_string().as_bytes());
+        if DEFAULT_FORBIDDEN_HEADERS.contains(&header) || wrong_length {
+            return Err(refused());
+        }
+        map.append(header, value);
+    }
+    Ok(answer)
+}
+
+impl Host for DoorCtxView<'_> {
+    fn open(
+        &mut self,
+        status: u16,
+        headers: Vec<(String, String)>,
+    ) -> wasmtime::Result<Resource<OutputStream>> {
+        let head = self.ctx.head.take().ok_or_else(|| {
+            wasmtime::Error::msg("the door opened a response stream with no request to answer")
+        })?;
+        let (writer, frames) = mpsc::channel(CHUNKS);
+        let body = Frames(frames).boxed_unsync();
+        let _ = head.send(Ok(response(status, headers, None, body)?));
+        let stream: Box<dyn WriteStream> = Box::new(Writes(writer));
+        Ok(self.table.push(stream)?)
+    }
+}
+
+/// The door's end of a streamed body.
+struct Writes(mpsc::Sender<Bytes>);
+
+impl WriteStream for Writes {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        if bytes.len() > CHUNK_BYTES {
+            return Err(StreamError::Trap(wasmtime::Error::msg(
+                "write exceeded budget",
+            )));
+        }
+        match self.0.try_send(bytes) {
+            Ok(()) => Ok(()),
+            // check-write said there was no room.
+            Err(mpsc::error::TrySendError::Full(_)) => Err(StreamError::Trap(
+                wasmtime::Error::msg("write exceeded budget"),
+            )),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(StreamError::Closed),
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), StreamError> {
+        // What is written is hyper's already.
+        if self.0.is_closed() {
+            Err(StreamError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        if self.0.is_closed() {
+            Err(StreamError::Closed)
+        } else if self.0.capacity() == 0 {
+            Ok(0)
+        } else {
+            Ok(CHUNK_BYTES)
+        }
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for Writes {
+    async fn ready(&mut self) {
+        // Returns at once while there is room, or once the client has left.
+        let _ = self.0.reserve().await;
+    }
+}
+
+/// Hyper's end of a streamed body: it ends when the door drops its end.
+struct Frames(mpsc::Receiver<Bytes>);
+
+impl Body for Frames {
+    type Data = Bytes;
+    type Error = wasmtime_wasi_http::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, wasmtime_wasi_http::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|bytes| bytes.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::Full;
+
+    use super::*;
+
+    fn answer(
+        status: u16,
+        headers: &[(&str, &str)],
+        length: Option<usize>,
+    ) -> wasmtime::Result<Response<HyperOutgoingBody>> {
+        let headers = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        let body = Full::new(Bytes::from_static(b"{}"))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        response(status, headers, length, body)
+    }
+
+    /// What the door answers is sent as it wrote it: status, headers in
+    /// order (repeated ones kept), and its body.
+    #[tokio::test]
+    async fn an_answer_is_sent_as_the_door_wrote_it() {
+        let response = answer(
+            401,
+            &[
+                ("content-type", "application/json"),
+                ("content-length", "2"),
+                ("www-authenticate", "Bearer realm=\"a\""),
+                ("www-authenticate", "Bearer realm=\"b\""),
+            ],
+            Some(2),
+        )
+        .unwrap();
+        assert_eq!(response.status(), 401);
+        let challenges: Vec<_> = response
+            .headers()
+            .get_all("www-authenticate")
+            .iter()
+            .collect();
+        assert_eq!(challenges, ["Bearer realm=\"a\"", "Bearer realm=\"b\""]);
+        assert_eq!(response.headers()["content-length"], "2");
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, "{}");
+    }
+
+    /// "What a head may not carry" (README, "What a client can make the host
+    /// hold"): what the `wasi:http` edge refuses, the host refuses from a
+    /// one-call answer too, and a streamed head carries no length.
+    #[test]
+    fn what_wasi_http_refuses_is_refused_here() {
+        let refused = |status, headers: &[(&str, &str)], length| {
+            answer(status, headers, length).err().map(|e| e.to_string())
+        };
+        assert_eq!(
+            refused(1000, &[], Some(2)).as_deref(),
+            Some("the door answered status 1000")
+        );
+        for (header, length) in [
+            (("connection", "close"), Some(2)),
+            (("transfer-encoding", "chunked"), Some(2)),
+            (("content-length", "3"), Some(2)),
+            (("content-length", "2"), None),
+            (("bad name", "x"), Some(2)),
+            (("x-ok", "line\nbreak"), Some(2)),
+        ] {
+            assert_eq!(
+                refused(200, &[header], length),
+                Some(format!(
+                    "the door answered a header it may not send: {:?}",
+                    header.0
+                )),
+                "{header:?}"
+            );
+        }
+        assert_eq!(refused(200, &[("content-length", "2")], Some(2)), None);
+        assert_eq!(
+            refused(200, &[("content-type", "text/event-stream")], None),
+            None
+        );
+    }
+}
