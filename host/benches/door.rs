@@ -54,7 +54,7 @@ fn main() {
             );
             let mut store = request::store(&engine, state, request::Limits::default());
             let meter = store.data().cpu.clone();
-            cpu::metered(&meter, door.pre.instantiate_async(&mut store))
+            cpu::metered(&meter, door.instantiate(&mut store))
                 .await
                 .unwrap();
         })

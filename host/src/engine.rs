@@ -6,9 +6,9 @@ use std::sync::{Arc, mpsc};
 
 use anyhow::Context;
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
-use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyIndices, ProxyPre};
+use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyIndices};
 
 use crate::bindings::answers::{Answers, AnswersIndices};
 
@@ -161,7 +161,7 @@ fn config(max_instances: u32, max_memory_bytes: usize, resident: bool) -> Config
 /// A door component ready to serve.
 #[derive(Clone)]
 pub struct Door {
-    pub pre: ProxyPre<RequestState>,
+    pub pre: InstancePre<RequestState>,
     /// Where its `wasi:http` handler is.
     pub proxy: ProxyIndices,
     /// Where its one-call `answer` export is, when it has one.
@@ -188,11 +188,7 @@ impl Door {
         &self,
         store: &mut Store<RequestState>,
     ) -> wasmtime::Result<DoorInstance> {
-        let instance = self
-            .pre
-            .instance_pre()
-            .instantiate_async(&mut *store)
-            .await?;
+        let instance = self.pre.instantiate_async(&mut *store).await?;
         let proxy = self.proxy.load(&mut *store, &instance)?;
         let answers = match &self.answers {
             Some(indices) => Some(indices.load(&mut *store, &instance)?),
@@ -310,16 +306,12 @@ fn link(
         linker.instantiate_pre(component),
         "linking the door component",
     )?;
-    let pre = wasm_context(
-        ProxyPre::new(pre),
-        "the door component does not export wasi:http/incoming-handler",
-    )?;
     let proxy = wasm_context(
-        ProxyIndices::new(pre.instance_pre()),
+        ProxyIndices::new(&pre),
         "the door component does not export wasi:http/incoming-handler",
     )?;
     // A door without the export (an older build) answers through wasi:http.
-    let answers = AnswersIndices::new(pre.instance_pre()).ok();
+    let answers = AnswersIndices::new(&pre).ok();
     Ok(Door {
         pre,
         proxy,
@@ -387,7 +379,7 @@ mod tests {
                 RequestState::new(session.clone(), DoorMemory::unshared(MAX_MEMORY_BYTES)),
                 Limits::default(),
             );
-            door.pre.instantiate_async(&mut store).await.unwrap();
+            door.instantiate(&mut store).await.unwrap();
         });
 
         let before = rss_kib();
@@ -399,8 +391,8 @@ mod tests {
                         RequestState::new(session.clone(), DoorMemory::unshared(MAX_MEMORY_BYTES)),
                         Limits::default(),
                     );
-                    let proxy = door.pre.instantiate_async(&mut store).await.unwrap();
-                    (store, proxy)
+                    let instance = door.instantiate(&mut store).await.unwrap();
+                    (store, instance)
                 })
             })
             .collect();

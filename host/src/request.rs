@@ -13,7 +13,7 @@ use wasmtime_wasi_http::{
 };
 
 use crate::cpu::{self, Meter};
-use crate::imports::{DoorCtx, DoorCtxView, DoorView};
+use crate::imports::{DoorCtx, DoorCtxView, DoorView, response_stream};
 use crate::memory::{self, DoorMemory, MemoryPool};
 use crate::session::Session;
 
@@ -123,13 +123,13 @@ impl WasiHttpHooks for NoOutgoingRequests {
     /// A stream's events queue up to this many writes ahead of the socket, so
     /// the door does not wait on the connection's task for every event.
     fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
-        32
+        response_stream::CHUNKS
     }
 
     /// Each of those writes is at most 4 KiB, whoever writes (the door, or
     /// the host passing framed events on): an unread stream queues 128 KiB.
     fn p2_outgoing_body_chunk_size(&mut self) -> usize {
-        4096
+        response_stream::CHUNK_BYTES
     }
 
     fn send_request(

@@ -355,7 +355,7 @@ pub async fn compile(engine: &DoorEngine, bytes: Vec<u8>, source: &str) -> anyho
 async fn trial(door: &Door, stores: &Stores) -> anyhow::Result<()> {
     let mut store = stores.store(&door.engine);
     let meter = store.data().cpu.clone();
-    cpu::metered(&meter, door.pre.instantiate_async(&mut store))
+    cpu::metered(&meter, door.instantiate(&mut store))
         .await
         .map(drop)
         .map_err(|e| anyhow::Error::from(e).context("instantiating the door component"))

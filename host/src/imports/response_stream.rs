@@ -1,30 +1,24 @@
 //! `murmur:door/response-stream`: the body of an answer the door streams
 //! from a one-call `answer`. Opening it sends the response head; what the
-//! door writes goes to hyper through a channel of [`CHUNKS`] writes of at
-//! most [`CHUNK_BYTES`] each, as a `wasi:http` body does, so an unread
-//! stream queues at most 128 KiB in the host before the door waits.
+//! door writes goes to hyper through `wasi:http`'s own outgoing body, of
+//! [`CHUNKS`] writes of at most [`CHUNK_BYTES`] each, as on the `wasi:http`
+//! edge, so an unread stream queues about 128 KiB in the host before the
+//! door waits.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use bytes::Bytes;
-use http_body_util::BodyExt;
-use hyper::body::{Body, Frame};
 use hyper::header::{CONTENT_LENGTH, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use wasmtime::component::Resource;
-use wasmtime_wasi::p2::{OutputStream as WriteStream, Pollable, StreamError};
 use wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS;
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
-use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+use wasmtime_wasi_http::p2::body::{HostOutgoingBody, HyperOutgoingBody, StreamContext};
 
 use crate::bindings::response_stream::{Host, OutputStream};
 use crate::imports::DoorCtxView;
 
-/// Writes a stream's body queues ahead of the socket.
+/// Writes a door's streamed body queues ahead of the socket, on either edge.
 pub const CHUNKS: usize = 32;
-/// Bytes one write carries at most.
+/// Bytes one write of a door's body carries at most, on either edge.
 pub const CHUNK_BYTES: usize = 4096;
 
 /// Where a one-call answer's head goes: the request's response.
@@ -73,82 +67,23 @@ impl Host for DoorCtxView<'_> {
         let head = self.ctx.head.take().ok_or_else(|| {
             wasmtime::Error::msg("the door opened a response stream with no request to answer")
         })?;
-        let (writer, frames) = mpsc::channel(CHUNKS);
-        let body = Frames(frames).boxed_unsync();
+        // wasi:http's own outgoing body, bounded as the door's `wasi:http`
+        // edge bounds it; dropping it unfinished ends the body once the
+        // door drops the stream.
+        let (mut outgoing, body) =
+            HostOutgoingBody::new(StreamContext::Response, None, CHUNKS, CHUNK_BYTES);
+        let stream = outgoing
+            .take_output_stream()
+            .expect("a new body has its stream");
         let _ = head.send(Ok(response(status, headers, None, body)?));
-        let stream: Box<dyn WriteStream> = Box::new(Writes(writer));
         Ok(self.table.push(stream)?)
-    }
-}
-
-/// The door's end of a streamed body.
-struct Writes(mpsc::Sender<Bytes>);
-
-impl WriteStream for Writes {
-    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
-        if bytes.len() > CHUNK_BYTES {
-            return Err(StreamError::Trap(wasmtime::Error::msg(
-                "write exceeded budget",
-            )));
-        }
-        match self.0.try_send(bytes) {
-            Ok(()) => Ok(()),
-            // check-write said there was no room.
-            Err(mpsc::error::TrySendError::Full(_)) => Err(StreamError::Trap(
-                wasmtime::Error::msg("write exceeded budget"),
-            )),
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(StreamError::Closed),
-        }
-    }
-
-    fn flush(&mut self) -> Result<(), StreamError> {
-        // What is written is hyper's already.
-        if self.0.is_closed() {
-            Err(StreamError::Closed)
-        } else {
-            Ok(())
-        }
-    }
-
-    fn check_write(&mut self) -> Result<usize, StreamError> {
-        if self.0.is_closed() {
-            Err(StreamError::Closed)
-        } else if self.0.capacity() == 0 {
-            Ok(0)
-        } else {
-            Ok(CHUNK_BYTES)
-        }
-    }
-}
-
-#[wasmtime_wasi::async_trait]
-impl Pollable for Writes {
-    async fn ready(&mut self) {
-        // Returns at once while there is room, or once the client has left.
-        let _ = self.0.reserve().await;
-    }
-}
-
-/// Hyper's end of a streamed body: it ends when the door drops its end.
-struct Frames(mpsc::Receiver<Bytes>);
-
-impl Body for Frames {
-    type Data = Bytes;
-    type Error = wasmtime_wasi_http::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, wasmtime_wasi_http::Error>>> {
-        self.0
-            .poll_recv(cx)
-            .map(|bytes| bytes.map(|b| Ok(Frame::data(b))))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use http_body_util::Full;
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
 
     use super::*;
 
