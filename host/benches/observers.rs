@@ -8,7 +8,11 @@
 //! - events delivered (must be N × events written: nothing lost),
 //! - events fanned out per second,
 //! - delivery latency p50/p99: from the instant the host recorded the status
-//!   (its `timestamp`, ms precision) to the instant the observer read it.
+//!   (its `timestamp`, ms precision) to the instant the observer read it,
+//! - CPU a delivery, in µs, while the tasks run: the door process's, the
+//!   part of it spent in the kernel (mostly writing to the sockets), and
+//!   this process's (the observers' reading). All share the machine's
+//!   cores, so their sum bounds how soon an event reaches its last observer.
 //!
 //! `MURMUR_DOOR_BIN=path` measures that build of `murmur-door` instead.
 
@@ -39,8 +43,17 @@ fn main() {
         .build()
         .unwrap();
     println!(
-        "{:>9} {:>10} {:>12} {:>12} {:>9} {:>9} {:>14}",
-        "observers", "events", "delivered", "events/s", "p50 ms", "p99 ms", "KiB per stream"
+        "{:>9} {:>10} {:>12} {:>12} {:>9} {:>9} {:>14} {:>13} {:>12} {:>12}",
+        "observers",
+        "events",
+        "delivered",
+        "events/s",
+        "p50 ms",
+        "p99 ms",
+        "KiB per stream",
+        "door µs/del",
+        "of it kernel",
+        "reader µs/del"
     );
     for n in counts {
         runtime.block_on(run(n));
@@ -113,6 +126,16 @@ fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// CPU time the process `pid` has used, user and system, in µs.
+fn cpu_us(pid: &str) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command's closing parenthesis: utime and stime
+    // are the 14th and 15th of the line, in clock ticks (100 a second).
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks = |i: usize| fields[i].parse::<f64>().unwrap() * 10_000.0;
+    (ticks(11), ticks(12))
 }
 
 fn now_ms() -> f64 {
@@ -262,6 +285,8 @@ async fn run(n: usize) {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m","role":"ROLE_USER","parts":[{{"text":"{script}"}}]}}}}}}"#
     );
+    let door_before = cpu_us(&pid.to_string());
+    let own_before = cpu_us("self");
     let started = Instant::now();
     for _ in 0..TASKS {
         let answer = post(&door.addr, &body).await;
@@ -277,15 +302,22 @@ async fn run(n: usize) {
         );
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let door_after = cpu_us(&pid.to_string());
+    let own_after = cpu_us("self");
+    let delivered = latencies.len() as f64;
+    let per_delivery = |us: f64| us / delivered;
     latencies.sort_by(f64::total_cmp);
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
     println!(
-        "{n:>9} {expected:>10} {:>12} {:>12.0} {:>9.1} {:>9.1} {:>14.1}",
+        "{n:>9} {expected:>10} {:>12} {:>12.0} {:>9.1} {:>9.1} {:>14.1} {:>13.1} {:>12.1} {:>12.1}",
         latencies.len(),
         latencies.len() as f64 / elapsed,
         at(0.5),
         at(0.99),
-        after.saturating_sub(before) as f64 / n as f64
+        after.saturating_sub(before) as f64 / n as f64,
+        per_delivery(door_after.0 + door_after.1 - door_before.0 - door_before.1),
+        per_delivery(door_after.1 - door_before.1),
+        per_delivery(own_after.0 + own_after.1 - own_before.0 - own_before.1)
     );
     assert_eq!(latencies.len(), n * expected, "an observer missed an event");
 }
