@@ -4,9 +4,9 @@
 //! every front-door rule exactly as the host does; tasks cannot start, since
 //! `wasmtime serve` makes an instance per request and nothing would keep them.
 //!
-//! The test builds the composition itself (cargo, in `target/standalone/tool`
-//! so it never waits on the lock of the `cargo test` running it) and installs
-//! the wasmtime CLI from PyPI in a virtualenv under `target/wasmtime-venv`
+//! The test builds the composition itself (`murmur_door_compose::standalone`,
+//! whose cargo builds in `target/wasm`, so it never waits on the lock of the
+//! `cargo test` running it) and installs the wasmtime CLI from PyPI in a virtualenv under `target/wasmtime-venv`
 //! (`tests/standalone/requirements.txt`).
 
 use crate::common;
@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::rpc::{a2a_error, assert_refusal, assert_rpc_error, rpc};
-use common::setup::{self, run};
+use common::setup;
 use common::{Reply, exchange, root};
 use serde_json::{Value, json};
 
@@ -28,7 +28,7 @@ const STREAM_URI: &str = "https://docs.murmur.nexus/reference/streaming-protocol
 const NOT_FOUND: &str = r#"{"error":"not_found","message":"this door answers GET /.well-known/agent-card.json and JSON-RPC as POST / with content-type: application/json and a body"}"#;
 
 /// `target/standalone/door-standalone.wasm`, built once per test binary.
-fn component() -> &'static Path {
+pub(crate) fn component() -> &'static Path {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     match BUILT.get_or_init(compose) {
         Ok(path) => path,
@@ -37,16 +37,10 @@ fn component() -> &'static Path {
 }
 
 fn compose() -> Result<PathBuf, String> {
-    let root = root();
     let started = Instant::now();
-    let tool_dir = root.join("target/standalone/tool");
-    run(setup::cargo()
-        .args(["build", "--release", "-p", "murmur-door-compose"])
-        .arg("--target-dir")
-        .arg(&tool_dir))?;
-    run(Command::new(tool_dir.join("release/murmur-door-compose")).env_remove("CARGO_TARGET_DIR"))?;
+    let (out, _) = murmur_door_compose::standalone(&root()).map_err(|e| format!("{e:#}"))?;
     eprintln!("composed the standalone door in {:.1?}", started.elapsed());
-    Ok(root.join("target/standalone/door-standalone.wasm"))
+    Ok(out)
 }
 
 /// The wasmtime CLI, installed once into `target/wasmtime-venv`, redone only

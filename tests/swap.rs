@@ -497,28 +497,7 @@ fn a_component_that_is_not_our_door_is_refused() {
 /// into its `murmur:door` imports), as tests/standalone.rs builds it: it
 /// links, but answers from the fixture's state, not the session's.
 fn composed() -> Vec<u8> {
-    let root = common::root();
-    let out = root.join("target/standalone/door-standalone.wasm");
-    if !out.exists() {
-        let tool_dir = root.join("target/standalone/tool");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = std::process::Command::new(&cargo);
-        build
-            .current_dir(&root)
-            .args(["build", "--release", "-p", "murmur-door-compose"])
-            .arg("--target-dir")
-            .arg(&tool_dir);
-        for var in ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTFLAGS"] {
-            build.env_remove(var);
-        }
-        common::setup::run(&mut build).unwrap();
-        common::setup::run(
-            std::process::Command::new(tool_dir.join("release/murmur-door-compose"))
-                .env_remove("CARGO_TARGET_DIR"),
-        )
-        .unwrap();
-    }
-    std::fs::read(out).unwrap()
+    std::fs::read(crate::standalone::component()).unwrap()
 }
 
 #[test]
