@@ -9,14 +9,50 @@ use time::format_description::well_known::Rfc3339;
 /// `2026-10-13T09:00:00.123Z` (written in place, with no string of its own).
 pub struct Rfc3339Ms(pub i64);
 
+impl Rfc3339Ms {
+    /// The text, written digit by digit: every response carries a
+    /// timestamp or more, and `write!` with seven padded numbers, escaped
+    /// piece by piece through serde's `collect_str`, was a visible share of
+    /// a short request's time in wasm. None for a year outside 0000–9999.
+    fn text(&self) -> Option<[u8; 24]> {
+        let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0) * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        let year = u16::try_from(at.year()).ok().filter(|y| *y <= 9999)?;
+        let mut text = *b"0000-00-00T00:00:00.000Z";
+        let fields = [
+            (0, 4, year),
+            (5, 2, u16::from(u8::from(at.month()))),
+            (8, 2, u16::from(at.day())),
+            (11, 2, u16::from(at.hour())),
+            (14, 2, u16::from(at.minute())),
+            (17, 2, u16::from(at.second())),
+            (20, 3, at.millisecond()),
+        ];
+        for (at, width, mut value) in fields {
+            for digit in text[at..at + width].iter_mut().rev() {
+                *digit = b'0' + (value % 10) as u8;
+                value /= 10;
+            }
+        }
+        Some(text)
+    }
+}
+
 impl serde::Serialize for Rfc3339Ms {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        match self.text() {
+            // ASCII digits and separators: valid UTF-8, nothing to escape.
+            Some(text) => serializer.serialize_str(std::str::from_utf8(&text).unwrap_or_default()),
+            None => serializer.collect_str(self),
+        }
     }
 }
 
 impl std::fmt::Display for Rfc3339Ms {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(text) = self.text() {
+            return f.write_str(std::str::from_utf8(&text).unwrap_or_default());
+        }
         let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0) * 1_000_000)
             .unwrap_or(OffsetDateTime::UNIX_EPOCH);
         write!(
@@ -101,6 +137,43 @@ mod tests {
             Rfc3339Ms(1_760_346_000_000).to_string(),
             "2025-10-13T09:00:00.000Z"
         );
+        // The last millisecond of a leap year, and of year 9999.
+        assert_eq!(
+            Rfc3339Ms(1_735_689_599_999).to_string(),
+            "2024-12-31T23:59:59.999Z"
+        );
+        assert_eq!(
+            Rfc3339Ms(253_402_300_799_999).to_string(),
+            "9999-12-31T23:59:59.999Z"
+        );
+        // Before the epoch, and past what the time crate holds (the epoch).
+        assert_eq!(Rfc3339Ms(-1).to_string(), "1969-12-31T23:59:59.999Z");
+        assert_eq!(Rfc3339Ms(i64::MAX).to_string(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            serde_json::to_string(&Rfc3339Ms(1_760_346_000_123)).unwrap(),
+            "\"2025-10-13T09:00:00.123Z\""
+        );
+    }
+
+    // Digit by digit, as `write!` with padded numbers would write it.
+    #[test]
+    fn writes_what_padded_numbers_would() {
+        let mut ms = -62_135_596_800_000; // 0001-01-01T00:00:00.000Z
+        while ms < 253_402_300_800_000 {
+            let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).unwrap();
+            let padded = format!(
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+                at.year(),
+                u8::from(at.month()),
+                at.day(),
+                at.hour(),
+                at.minute(),
+                at.second(),
+                at.millisecond()
+            );
+            assert_eq!(Rfc3339Ms(ms).to_string(), padded);
+            ms += 7_777_777_777;
+        }
     }
 
     // "ListTasks": statusTimestampAfter in any offset, inclusive.

@@ -4,6 +4,8 @@
 //! converts the plain model into the generated types and the answer back, so
 //! the rules never see a generated type.
 
+use std::fmt::Write;
+
 use crate::Imports;
 use crate::model::{
     Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Framed,
@@ -154,9 +156,10 @@ impl Imports for Host {
         let now = wasip2::clocks::wall_clock::now();
         let ms = now.seconds * 1000 + u64::from(now.nanoseconds / 1_000_000);
         let random = wasip2::random::random::get_random_bytes(10);
-        let mut id = format!("msg_{:012x}", ms & 0xffff_ffff_ffff);
+        let mut id = String::with_capacity(36);
+        let _ = write!(id, "msg_{:012x}", ms & 0xffff_ffff_ffff);
         for byte in random {
-            id.push_str(&format!("{byte:02x}"));
+            let _ = write!(id, "{byte:02x}");
         }
         id
     }
