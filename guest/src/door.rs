@@ -181,7 +181,7 @@ fn plane(declared: bool, name: &'static str) -> Refusal {
 
 /// `content-type: application/json`, in any case, parameters allowed.
 fn is_json(request: &Request) -> bool {
-    request.header("content-type").is_some_and(|value| {
+    request.header_once("content-type").is_some_and(|value| {
         let media_type = value.split(';').next().unwrap_or("").trim();
         media_type.eq_ignore_ascii_case("application/json")
     })
@@ -189,15 +189,13 @@ fn is_json(request: &Request) -> bool {
 
 fn is_peer(request: &Request) -> bool {
     request
-        .header_values(TASK_ORIGIN)
-        .iter()
+        .values(TASK_ORIGIN)
         .any(|v| v.eq_ignore_ascii_case("peer"))
 }
 
 fn is_completion(request: &Request) -> bool {
     request
-        .header_values(TASK_ORIGIN)
-        .iter()
+        .values(TASK_ORIGIN)
         .any(|v| v.eq_ignore_ascii_case("completion"))
 }
 

@@ -1,5 +1,7 @@
 //! The HTTP request and response the door sees, free of any `wasi:http` type.
 
+use std::borrow::Cow;
+
 /// A request's head. The body is read separately, and only once the check
 /// order reaches it.
 #[derive(Clone, Debug, Default)]
@@ -22,21 +24,32 @@ impl Request {
     /// Every value of the header `name` (matched in any case), in order,
     /// with surrounding whitespace removed.
     pub fn header_values(&self, name: &str) -> Vec<String> {
+        self.values(name).map(Cow::into_owned).collect()
+    }
+
+    /// [`Request::header_values`], borrowed from the request where a value
+    /// is UTF-8 (every value a well-behaved client sends): the checks every
+    /// request passes read headers without allocating.
+    pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = Cow<'a, str>> + 'a {
         self.headers
             .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| String::from_utf8_lossy(v).trim().to_string())
-            .collect()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| match String::from_utf8_lossy(v) {
+                Cow::Borrowed(value) => Cow::Borrowed(value.trim()),
+                Cow::Owned(value) => Cow::Owned(value.trim().to_string()),
+            })
     }
 
     /// The header's value when it is sent exactly once.
     pub fn header(&self, name: &str) -> Option<String> {
-        let mut values = self.header_values(name);
-        if values.len() == 1 {
-            values.pop()
-        } else {
-            None
-        }
+        self.header_once(name).map(Cow::into_owned)
+    }
+
+    /// [`Request::header`], borrowed where it can be.
+    pub fn header_once<'a>(&'a self, name: &'a str) -> Option<Cow<'a, str>> {
+        let mut values = self.values(name);
+        let one = values.next()?;
+        values.next().is_none().then_some(one)
     }
 }
 

@@ -47,8 +47,7 @@ fn bearer_token(value: &str) -> Option<&str> {
 /// the capsule accepts peer tasks.
 pub fn peer_consent(request: &Request, capsule: &Capsule) -> Result<(), Refusal> {
     let from_peer = request
-        .header_values(TASK_ORIGIN)
-        .iter()
+        .values(TASK_ORIGIN)
         .any(|v| v.eq_ignore_ascii_case("peer"));
     if from_peer && !capsule.peer_tasks {
         return Err(Refusal::PeerNotAccepted);

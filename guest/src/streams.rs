@@ -91,16 +91,8 @@ fn headers(used: &[&str]) -> Vec<(String, String)> {
 /// The request's `A2A-Extensions` names the stream extension.
 fn activates_stream(request: &Request) -> bool {
     request
-        .header_values(extensions::HEADER)
-        .iter()
-        .flat_map(|value| {
-            value
-                .split(',')
-                .map(str::trim)
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .any(|uri| uri == extensions::STREAM)
+        .values(extensions::HEADER)
+        .any(|value| value.split(',').any(|uri| uri.trim() == extensions::STREAM))
 }
 
 /// `Last-Event-ID`, when it is an event id.

@@ -8,11 +8,15 @@ pub const HEADER: &str = "A2A-Version";
 /// Serves `1.0` and `1.0.<digits>` sent on exactly one header line; anything
 /// else is -32009 naming what was sent.
 pub fn check(request: &Request) -> Result<(), RpcError> {
-    let values = request.header_values(HEADER);
-    match values.as_slice() {
-        [one] if speaks_1_0(one) => Ok(()),
-        _ => Err(RpcError::version_not_supported(&values.join(","))),
+    if request
+        .header_once(HEADER)
+        .is_some_and(|one| speaks_1_0(&one))
+    {
+        return Ok(());
     }
+    Err(RpcError::version_not_supported(
+        &request.header_values(HEADER).join(","),
+    ))
 }
 
 fn speaks_1_0(value: &str) -> bool {
