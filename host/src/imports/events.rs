@@ -38,7 +38,15 @@ impl Host for DoorCtxView<'_> {
         task_id: String,
         after: Option<u64>,
     ) -> wasmtime::Result<Result<Resource<Events>, TaskError>> {
-        match self.ctx.session.tasks.task_events(&caller, &task_id, after) {
+        // A task this request started is seen by its caller: no look-up.
+        let tasks = &self.ctx.session.tasks;
+        let events = match &self.ctx.started {
+            Some((by, id)) if *by == caller && *id == task_id => {
+                Ok(tasks.events().task_reader(&task_id, after))
+            }
+            _ => tasks.task_events(&caller, &task_id, after),
+        };
+        match events {
             Ok(reader) => {
                 let reader = reader.for_version(self.ctx.version);
                 Ok(Ok(handle(self.table.push(reader)?)))

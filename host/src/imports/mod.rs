@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::component::{HasData, Linker, ResourceTable};
 
 use crate::bindings;
+use crate::bindings::task_store::Caller;
 use crate::session::Session;
 
 /// What the door's imports answer from, per request.
@@ -37,6 +38,10 @@ pub struct DoorCtx {
     pub body: Option<request_body::BoxedBody>,
     /// Where a one-call answer that streams sends its head.
     pub head: Option<response_stream::HeadSender>,
+    /// The task this request started, and who started it: the stream that
+    /// follows it (SendStreamingMessage) is known to see it without asking
+    /// the store again.
+    pub started: Option<(Caller, String)>,
 }
 
 impl DoorCtx {
@@ -48,6 +53,7 @@ impl DoorCtx {
             version: 0,
             body: None,
             head: None,
+            started: None,
         }
     }
 

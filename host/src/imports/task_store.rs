@@ -13,10 +13,11 @@ impl Host for DoorCtxView<'_> {
     /// Written in one batch with the starts of the requests running
     /// meanwhile (see [`crate::tasks::Hub::start_batched`]).
     async fn start(&mut self, task: NewTask) -> Result<Started, TaskError> {
+        let caller = task.caller.clone();
         let started = self.ctx.session.tasks.start_batched(task).await;
-        self.ctx
-            .changing(started)
-            .map(|(task, settled)| Started { task, settled })
+        let (task, settled) = self.ctx.changing(started)?;
+        self.ctx.started = Some((caller, task.id.clone()));
+        Ok(Started { task, settled })
     }
 
     fn reply(
