@@ -15,8 +15,7 @@ impl Rfc3339Ms {
     /// piece by piece through serde's `collect_str`, was a visible share of
     /// a short request's time in wasm. None for a year outside 0000–9999.
     fn text(&self) -> Option<[u8; 24]> {
-        let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0) * 1_000_000)
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        let at = self.at();
         let year = u16::try_from(at.year()).ok().filter(|y| *y <= 9999)?;
         let mut text = *b"0000-00-00T00:00:00.000Z";
         let fields = [
@@ -36,6 +35,28 @@ impl Rfc3339Ms {
         }
         Some(text)
     }
+
+    /// The time, or the epoch past what the time crate holds.
+    fn at(&self) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0) * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+    }
+}
+
+/// `at` written with padded numbers: the text of a year outside
+/// 0000–9999, and what the digits are tested against.
+fn write_padded(out: &mut impl std::fmt::Write, at: OffsetDateTime) -> std::fmt::Result {
+    write!(
+        out,
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second(),
+        at.millisecond()
+    )
 }
 
 impl serde::Serialize for Rfc3339Ms {
@@ -50,22 +71,10 @@ impl serde::Serialize for Rfc3339Ms {
 
 impl std::fmt::Display for Rfc3339Ms {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if let Some(text) = self.text() {
-            return f.write_str(std::str::from_utf8(&text).unwrap_or_default());
+        match self.text() {
+            Some(text) => f.write_str(std::str::from_utf8(&text).unwrap_or_default()),
+            None => write_padded(f, self.at()),
         }
-        let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0) * 1_000_000)
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
-        write!(
-            f,
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-            at.year(),
-            u8::from(at.month()),
-            at.day(),
-            at.hour(),
-            at.minute(),
-            at.second(),
-            at.millisecond()
-        )
     }
 }
 
@@ -161,16 +170,8 @@ mod tests {
         let mut ms = -62_135_596_800_000; // 0001-01-01T00:00:00.000Z
         while ms < 253_402_300_800_000 {
             let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).unwrap();
-            let padded = format!(
-                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-                at.year(),
-                u8::from(at.month()),
-                at.day(),
-                at.hour(),
-                at.minute(),
-                at.second(),
-                at.millisecond()
-            );
+            let mut padded = String::new();
+            write_padded(&mut padded, at).unwrap();
             assert_eq!(Rfc3339Ms(ms).to_string(), padded);
             ms += 7_777_777_777;
         }
