@@ -20,10 +20,12 @@
 //! increasing across `--resume`.
 //!
 //! Opening the file (`open`), its tables (`schema`), the reads and writes
-//! (`queries`), who sees a task (`visibility`) and the conversions between
-//! columns and the generated types (`codecs`) are modules of their own; this
-//! one holds the store and the records the hub writes with.
+//! (`queries`), who sees a task (`visibility`), the conversions between
+//! columns and the generated types (`codecs`) and the copying of the log into
+//! the file, off the writer's connection (`checkpoint`), are modules of their
+//! own; this one holds the store and the records the hub writes with.
 
+mod checkpoint;
 mod codecs;
 mod open;
 mod queries;
@@ -104,6 +106,9 @@ pub struct Store {
     restarted: Mutex<Vec<Restarted>>,
     /// Transactions committed by [`Store::batch`] since the store opened.
     commits: AtomicU64,
+    /// Copies the log into the file off the request path (a file's store).
+    /// Before the lock: its connection closes before the directory is let go.
+    _checkpoints: Option<checkpoint::Checkpoints>,
     /// The state directory's lock, held while the store lives.
     _lock: Option<StateLock>,
 }
@@ -142,6 +147,13 @@ impl Store {
     /// publishes them when it starts.
     pub fn take_restarted(&self) -> Vec<Restarted> {
         std::mem::take(&mut self.restarted.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// After a commit on `writer` (see [`checkpoint`]).
+    fn committed(&self, writer: &Connection) {
+        if let Some(checkpoints) = &self._checkpoints {
+            checkpoints.committed(writer);
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

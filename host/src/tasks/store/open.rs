@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use rusqlite::{Connection, params};
 
+use super::checkpoint::Checkpoints;
 use super::{Restarted, Store};
 use crate::tasks::ids;
 use crate::tasks::lock::StateLock;
@@ -46,6 +47,8 @@ impl Store {
         let lock = StateLock::acquire(state)?;
         let mut opened = Store::open_locked(state, resume, now_ms)?;
         opened.store._lock = Some(lock);
+        let checkpoints = Checkpoints::new(&state.join(SESSION_DB), &opened.store.lock().conn)?;
+        opened.store._checkpoints = Some(checkpoints);
         Ok(opened)
     }
 
@@ -144,8 +147,7 @@ pub const PAGE_SIZE: i64 = 2048;
 /// commit after it is synced as [`connect`] says.
 fn create(path: &Path, now_ms: i64) -> anyhow::Result<Store> {
     let conn = open_private(path)?;
-    // As `connect` says, before the first access.
-    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+    // Before the first access.
     conn.pragma_update(None, "page_size", PAGE_SIZE)?;
     conn.pragma_update(None, "synchronous", "OFF")?;
     conn.pragma_update(None, "journal_mode", "WAL")
@@ -182,14 +184,14 @@ pub(super) fn connect(path: &Path) -> anyhow::Result<Connection> {
     // commit would put a disk flush on the request path for a guarantee a
     // door that is restarted with its capsule does not need.
     //
-    // locking_mode=EXCLUSIVE, set before the first access: the file is this
-    // process's alone while the session runs (the state directory's lock
-    // already keeps any other door out), so a transaction takes no file
-    // lock and the log's index is kept in memory, not in a shared `-shm`
-    // file. It saves a held SendMessage about 10% of its CPU (four fcntl
-    // calls and the shared index's locks a write). A crash lets go of the
-    // file with the process; the next launch recovers the log as before.
-    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+    // Shared locking (SQLite's default), with the log's index in the
+    // `-shm` file: the store's checkpoint thread copies the log into the
+    // file on a connection of its own while this one writes (see
+    // `checkpoint`). The exclusive mode, which saves each transaction its
+    // file locks (two fcntl calls a read), would put the checkpoints' fsyncs
+    // back on the request path. The state directory's lock keeps any other
+    // door out; a crash lets go of the file with the process, and the next
+    // launch recovers the log as before.
     conn.pragma_update(None, "journal_mode", "WAL")
         .context("enabling WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;

@@ -235,6 +235,7 @@ impl Store {
         }
         let (last_change, last_event) = (batch.last_change, batch.last_event);
         tx.commit()?;
+        self.committed(&inner.conn);
         self.commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         inner.last_change = last_change;
@@ -281,6 +282,7 @@ impl Store {
         };
         let ids = inner.number(&tx, events)?;
         tx.commit()?;
+        self.committed(&inner.conn);
         inner.last_change = change;
         inner.last_event = ids.end - 1;
         let task = Task {
@@ -311,6 +313,7 @@ impl Store {
             .execute(params![message, id])?;
         let ids = inner.number(&tx, events)?;
         tx.commit()?;
+        self.committed(&inner.conn);
         inner.last_event = ids.end - 1;
         Ok(ids)
     }

@@ -192,6 +192,7 @@ impl Store {
             restarted: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
             _lock: None,
+            _checkpoints: None,
         })
     }
 
@@ -244,6 +245,7 @@ impl Store {
             restarted: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
             _lock: None,
+            _checkpoints: None,
         })
     }
 }
