@@ -108,7 +108,7 @@ pub struct Store {
     commits: AtomicU64,
     /// Copies the log into the file off the request path (a file's store).
     /// Before the lock: its connection closes before the directory is let go.
-    _checkpoints: Option<checkpoint::Checkpoints>,
+    checkpoints: Option<checkpoint::Checkpoints>,
     /// The state directory's lock, held while the store lives.
     _lock: Option<StateLock>,
 }
@@ -151,7 +151,7 @@ impl Store {
 
     /// After a commit on `writer` (see [`checkpoint`]).
     fn committed(&self, writer: &Connection) {
-        if let Some(checkpoints) = &self._checkpoints {
+        if let Some(checkpoints) = &self.checkpoints {
             checkpoints.committed(writer);
         }
     }

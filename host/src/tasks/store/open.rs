@@ -48,7 +48,7 @@ impl Store {
         let mut opened = Store::open_locked(state, resume, now_ms)?;
         opened.store._lock = Some(lock);
         let checkpoints = Checkpoints::new(&state.join(SESSION_DB), &opened.store.lock().conn)?;
-        opened.store._checkpoints = Some(checkpoints);
+        opened.store.checkpoints = Some(checkpoints);
         Ok(opened)
     }
 

@@ -192,7 +192,7 @@ impl Store {
             restarted: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
             _lock: None,
-            _checkpoints: None,
+            checkpoints: None,
         })
     }
 
@@ -245,7 +245,7 @@ impl Store {
             restarted: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
             _lock: None,
-            _checkpoints: None,
+            checkpoints: None,
         })
     }
 }
