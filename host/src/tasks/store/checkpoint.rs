@@ -163,14 +163,14 @@ fn copy_queued(queued: &Receiver<Arc<Log>>) {
 }
 
 fn open(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open(path)?;
+    let conn = super::open::open_file(path)?;
     // Its checkpoints sync the log, then the file, as the writer's did.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     Ok(conn)
 }
 
 /// Copies what is left of the log and has the next commit start it over;
-/// false if a reader (`sqlite3` on the file, say) still reads the log: no
+/// false if a reader (one of the store's `readers`) still reads the log: no
 /// request waits for it, and a later commit tries again.
 fn restart(writer: &Connection) -> bool {
     if writer.busy_timeout(Duration::ZERO).is_err() {

@@ -29,6 +29,7 @@ mod checkpoint;
 mod codecs;
 mod open;
 mod queries;
+mod readers;
 mod schema;
 mod visibility;
 
@@ -101,6 +102,9 @@ pub struct Restarted {
 pub struct Store {
     session_id: String,
     created_ms: i64,
+    /// Connections that only read (a file's store). Before the writer's:
+    /// they close first, leaving the log to the connections that write.
+    readers: Option<readers::Readers>,
     inner: Mutex<Inner>,
     /// The tasks `--resume` failed, until the hub publishes their events.
     restarted: Mutex<Vec<Restarted>>,
@@ -153,6 +157,18 @@ impl Store {
     fn committed(&self, writer: &Connection) {
         if let Some(checkpoints) = &self.checkpoints {
             checkpoints.committed(writer);
+        }
+    }
+
+    /// Runs `read` on a reader when one is at hand, or else on the writer's
+    /// connection (see [`readers`]).
+    fn read<T>(
+        &self,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        match self.readers.as_ref().and_then(|readers| readers.take()) {
+            Some(reader) => read(&reader),
+            None => read(&self.lock().conn),
         }
     }
 

@@ -320,7 +320,6 @@ impl Store {
 
     /// The task `id`, when it exists and `sees` covers it.
     pub fn get(&self, id: &str, sees: &Sees) -> rusqlite::Result<Option<Task>> {
-        let inner = self.lock();
         let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?");
         let mut values: Vec<SqlValue> = vec![id.to_string().into()];
         if let Some((condition, owner)) = sees.condition() {
@@ -328,22 +327,21 @@ impl Store {
             sql.push_str(condition);
             values.push(owner);
         }
-        inner
-            .conn
-            .prepare_cached(&sql)?
-            .query_row(params_from_iter(values), task_from_row)
-            .optional()
+        self.read(|conn| {
+            conn.prepare_cached(&sql)?
+                .query_row(params_from_iter(values), task_from_row)
+                .optional()
+        })
     }
 
     /// How many tasks are in each state (murmur's words), for metrics: read
     /// from the kept counts, a row per owner and state.
     pub fn count_by_state(&self) -> rusqlite::Result<Vec<(String, u64)>> {
-        let inner = self.lock();
-        let mut statement = inner
-            .conn
-            .prepare_cached("SELECT state, SUM(tasks) FROM owner_counts GROUP BY state")?;
-        let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
-        rows.collect()
+        self.read(|conn| {
+            conn.prepare_cached("SELECT state, SUM(tasks) FROM owner_counts GROUP BY state")?
+                .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
+                .collect()
+        })
     }
 
     /// One page of the tasks `sees` covers that match `query`, most recently
@@ -357,61 +355,12 @@ impl Store {
     /// answers: see [`Since`].
     pub fn list(&self, sees: &Sees, query: &ListQuery) -> rusqlite::Result<Page> {
         let filters = Equalities::of(sees, query);
-        // The conditions beyond the equalities, and their values.
-        let mut more: Vec<&str> = Vec::new();
-        let mut values: Vec<SqlValue> = filters.values.clone();
-
-        let inner = self.lock();
-        let conn = &inner.conn;
-        let total = match query.status_after_ms {
-            None => filters.counted(conn)?,
-            Some(cutoff) => {
-                // `+` keeps the status index out of the page's plan: the
-                // page is read in change order, skipping the tasks before
-                // the cutoff (see `Since` for how many).
-                more.push("+status_ms >= ?");
-                values.push(cutoff.into());
-                let since = Since::probe(conn, &filters, cutoff)?;
-                if since.matching == 0 {
-                    return Ok(Page {
-                        tasks: Vec::new(),
-                        next: None,
-                        total: 0,
-                    });
-                }
-                if let Some(oldest) = since.oldest {
-                    // Every match changed at or after `oldest`: the page
-                    // stops there, with only tasks changed since the
-                    // cutoff behind it.
-                    more.push("change >= ?");
-                    values.push(oldest.into());
-                }
-                since.matching
-            }
-        };
-        if let Some(cursor) = &query.after {
-            more.push("change < ?");
-            values.push((cursor.change.min(i64::MAX as u64) as i64).into());
-        }
-        // One more than the page holds tells whether another page follows.
-        values.push((i64::from(query.limit) + 1).into());
-        let mut tasks: Vec<Task> = conn
-            .prepare_cached(&filters.page(TASK_COLUMNS, &more))?
-            .query_map(params_from_iter(values), task_from_row)?
-            .collect::<rusqlite::Result<_>>()?;
-        let more = tasks.len() > query.limit as usize;
-        tasks.truncate(query.limit as usize);
-        let next = match tasks.last() {
-            Some(last) if more => Some(Cursor {
-                change: last.change,
-                task_id: last.id.clone(),
-            }),
-            _ => None,
-        };
-        Ok(Page {
-            tasks,
-            next,
-            total: u32::try_from(total).unwrap_or(u32::MAX),
+        self.read(|conn| {
+            // The total and the page read one snapshot of the session.
+            let snapshot = conn.unchecked_transaction()?;
+            let page = page(&snapshot, &filters, query)?;
+            snapshot.commit()?;
+            Ok(page)
         })
     }
 
@@ -427,6 +376,63 @@ impl Store {
             .query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()
     }
+}
+
+/// [`Store::list`] on `conn`.
+fn page(conn: &Connection, filters: &Equalities, query: &ListQuery) -> rusqlite::Result<Page> {
+    // The conditions beyond the equalities, and their values.
+    let mut more: Vec<&str> = Vec::new();
+    let mut values: Vec<SqlValue> = filters.values.clone();
+    let total = match query.status_after_ms {
+        None => filters.counted(conn)?,
+        Some(cutoff) => {
+            // `+` keeps the status index out of the page's plan: the
+            // page is read in change order, skipping the tasks before
+            // the cutoff (see `Since` for how many).
+            more.push("+status_ms >= ?");
+            values.push(cutoff.into());
+            let since = Since::probe(conn, filters, cutoff)?;
+            if since.matching == 0 {
+                return Ok(Page {
+                    tasks: Vec::new(),
+                    next: None,
+                    total: 0,
+                });
+            }
+            if let Some(oldest) = since.oldest {
+                // Every match changed at or after `oldest`: the page
+                // stops there, with only tasks changed since the
+                // cutoff behind it.
+                more.push("change >= ?");
+                values.push(oldest.into());
+            }
+            since.matching
+        }
+    };
+    if let Some(cursor) = &query.after {
+        more.push("change < ?");
+        values.push((cursor.change.min(i64::MAX as u64) as i64).into());
+    }
+    // One more than the page holds tells whether another page follows.
+    values.push((i64::from(query.limit) + 1).into());
+    let mut tasks: Vec<Task> = conn
+        .prepare_cached(&filters.page(TASK_COLUMNS, &more))?
+        .query_map(params_from_iter(values), task_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    let more = tasks.len() > query.limit as usize;
+    tasks.truncate(query.limit as usize);
+    let next = match tasks.last() {
+        Some(last) if more => Some(Cursor {
+            change: last.change,
+            task_id: last.id.clone(),
+        }),
+        _ => None,
+    };
+    Ok(Page {
+        tasks,
+        next,
+        total: u32::try_from(total).unwrap_or(u32::MAX),
+    })
 }
 
 /// The filters of a listing that are equalities: the caller's owner, the

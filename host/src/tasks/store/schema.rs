@@ -193,6 +193,7 @@ impl Store {
             commits: AtomicU64::new(0),
             _lock: None,
             checkpoints: None,
+            readers: None,
         })
     }
 
@@ -246,6 +247,7 @@ impl Store {
             commits: AtomicU64::new(0),
             _lock: None,
             checkpoints: None,
+            readers: None,
         })
     }
 }
@@ -262,7 +264,7 @@ impl Store {
 /// again at every run: a third of a ListTasks in a session of 60,000. The
 /// store keeps no statistics and names each listing's index, so no plan
 /// could change.
-fn keep_statements(conn: &Connection) -> rusqlite::Result<()> {
+pub(super) fn keep_statements(conn: &Connection) -> rusqlite::Result<()> {
     conn.set_prepared_statement_cache_capacity(64);
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,

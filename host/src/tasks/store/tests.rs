@@ -525,14 +525,12 @@ fn the_log_is_copied_off_the_writer_and_stays_bounded() {
         largest <= bound,
         "the log grew to {largest} bytes, over {bound}"
     );
-    // The file is shared while the session runs: another connection reads
-    // every committed task.
+    // Another connection of the process reads every committed task while
+    // the session runs.
     let count = || {
-        rusqlite::Connection::open(&path).unwrap().query_row(
-            "SELECT COUNT(*) FROM tasks",
-            [],
-            |r| r.get::<_, i64>(0),
-        )
+        super::open::open_file(&path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get::<_, i64>(0))
     };
     assert_eq!(count().unwrap(), 5000);
     // Closed, the last connection folds the log into the file.
@@ -541,17 +539,16 @@ fn the_log_is_copied_off_the_writer_and_stays_bounded() {
     assert_eq!(count().unwrap(), 5000);
 }
 
-// Another program reading the file (`sqlite3`, a backup) keeps the log
-// from being started over while it reads, but never holds up a commit:
-// the writer's restart gives up at once and a later commit tries again.
-// Waiting for the reader SQLite's default way would cost each commit past
-// RESTART_PAGES five seconds.
+// A reader (`readers`) keeps the log from being started over while it
+// reads, but never holds up a commit: the writer's restart gives up at
+// once and a later commit tries again. Waiting for the reader SQLite's
+// default way would cost each commit past RESTART_PAGES five seconds.
 #[test]
-fn a_reader_of_the_file_never_holds_up_the_writer() {
+fn a_reader_never_holds_up_the_writer() {
     let dir = TempDir::new("store-reader");
     let store = Store::open(dir.path(), false, 1).unwrap().store;
-    let path = dir.path().join(super::open::SESSION_DB);
-    let reader = rusqlite::Connection::open(&path).unwrap();
+    let readers = store.readers.as_ref().unwrap();
+    let reader = readers.take().unwrap();
     reader.execute_batch("BEGIN").unwrap();
     let before: i64 = reader
         .query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0))
@@ -574,6 +571,81 @@ fn a_reader_of_the_file_never_holds_up_the_writer() {
         .query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0))
         .unwrap();
     assert_eq!(now, 4000);
+}
+
+// Reads run on connections of their own (`readers`): a read is answered
+// while a write holds the writer's connection, and sees what was committed
+// before it, not the write under way.
+#[test]
+fn a_read_does_not_wait_for_a_write_under_way() {
+    let dir = TempDir::new("store-readers");
+    let store = std::sync::Arc::new(Store::open(dir.path(), false, 1).unwrap().store);
+    let (committed, _) = store
+        .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 2, 0)
+        .unwrap();
+    let writing = store
+        .batch(|batch| {
+            let (writing, _) = batch
+                .insert_ended(
+                    &record(Owner::Public, "ctx_a", TaskState::Submitted),
+                    None,
+                    3,
+                    0,
+                )
+                .unwrap();
+            let (answer, answered) = std::sync::mpsc::channel();
+            let (reading, ids) = (store.clone(), [committed.id.clone(), writing.id.clone()]);
+            std::thread::spawn(move || {
+                let read = (
+                    reading.get(&ids[0], &Sees::Every).unwrap(),
+                    reading.get(&ids[1], &Sees::Every).unwrap(),
+                    reading.list(&Sees::Every, &query(10)).unwrap().total,
+                );
+                let _ = answer.send(read);
+            });
+            // On the writer's connection, the read would wait for this
+            // batch to end.
+            let read = answered
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("the read waited for the write");
+            assert_eq!(read, (Some(committed.clone()), None, 1));
+            writing
+        })
+        .unwrap();
+    assert_eq!(store.get(&writing.id, &Sees::Every).unwrap(), Some(writing));
+    assert_eq!(store.list(&Sees::Every, &query(10)).unwrap().total, 2);
+}
+
+// A store opens at most READERS readers; a read that finds them all busy
+// reads on the writer's connection.
+#[test]
+fn a_store_keeps_a_bounded_number_of_readers() {
+    let dir = TempDir::new("store-reader-bound");
+    let store = Store::open(dir.path(), false, 1).unwrap().store;
+    let (task, _) = store
+        .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 2, 0)
+        .unwrap();
+    let readers = store.readers.as_ref().unwrap();
+    assert_eq!(readers.open(), 0, "a store never read holds no reader");
+    let busy: Vec<_> = (0..readers::READERS)
+        .map(|_| readers.take().unwrap())
+        .collect();
+    assert!(readers.take().is_none());
+    assert_eq!(readers.open(), readers::READERS);
+    assert_eq!(
+        store.get(&task.id, &Sees::Every).unwrap(),
+        Some(task.clone())
+    );
+    assert_eq!(readers.open(), readers::READERS);
+    drop(busy);
+    // Idle again, and used again rather than opened anew.
+    for _ in 0..10 {
+        assert_eq!(
+            store.get(&task.id, &Sees::Every).unwrap(),
+            Some(task.clone())
+        );
+    }
+    assert_eq!(readers.open(), readers::READERS);
 }
 
 #[test]

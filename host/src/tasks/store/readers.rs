@@ -1,0 +1,112 @@
+//! Reads off the writer's connection.
+//!
+//! The store's one connection is held by every write through its commit,
+//! so a GetTask behind a batch of SendMessages waits for their commit, and
+//! two concurrent reads wait for each other. Under WAL a reader on another
+//! connection never waits for the writer and sees every transaction
+//! committed before it starts: what a request has been told is there.
+//!
+//! A store of a file keeps at most [`READERS`] such connections, opened by
+//! the first reads that find none idle, so a session never read holds none
+//! and one read at a time holds one. A read that finds them all busy, or
+//! cannot open one, reads on the writer's connection as before. A store
+//! kept in memory has no file to open again and reads on the writer's.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rusqlite::Connection;
+
+/// Reader connections a store keeps at most: one for each of two workers
+/// reading at once. Each holds two descriptors (the file and its log).
+pub const READERS: usize = 2;
+
+pub struct Readers {
+    path: PathBuf,
+    /// The connections not reading now, and how many are open in all.
+    idle: Mutex<(Vec<Connection>, usize)>,
+}
+
+impl Readers {
+    pub fn new(path: &Path) -> Readers {
+        Readers {
+            path: path.to_path_buf(),
+            idle: Mutex::new((Vec::new(), 0)),
+        }
+    }
+
+    /// An idle reader, or a new one while fewer than [`READERS`] are open;
+    /// None when neither is at hand. It is idle again once dropped.
+    pub fn take(&self) -> Option<Reader<'_>> {
+        Some(Reader {
+            conn: Some(self.take_conn()?),
+            readers: self,
+        })
+    }
+
+    /// How many readers are open.
+    #[cfg(test)]
+    pub fn open(&self) -> usize {
+        self.lock().1
+    }
+
+    fn take_conn(&self) -> Option<Connection> {
+        let mut idle = self.lock();
+        if let Some(conn) = idle.0.pop() {
+            return Some(conn);
+        }
+        if idle.1 >= READERS {
+            return None;
+        }
+        // Counted before it opens, outside the lock: another read need not
+        // wait for the file to open.
+        idle.1 += 1;
+        drop(idle);
+        match open(&self.path) {
+            Ok(conn) => Some(conn),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot open a reader; reading on the writer's connection");
+                self.lock().1 -= 1;
+                None
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<Connection>, usize)> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A reader in use.
+pub struct Reader<'a> {
+    conn: Option<Connection>,
+    readers: &'a Readers,
+}
+
+impl std::ops::Deref for Reader<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+            .as_ref()
+            .expect("a reader holds its connection until dropped")
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.readers.lock().0.push(conn);
+        }
+    }
+}
+
+/// A connection that only reads. Not opened read-only: SQLite gives a
+/// read-only connection the file locks that the store's VFS spares the
+/// others (`open::VFS`).
+fn open(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = super::open::open_file(path)?;
+    conn.pragma_update(None, "query_only", true)?;
+    super::schema::keep_statements(&conn)?;
+    Ok(conn)
+}
