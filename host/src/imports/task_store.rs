@@ -54,7 +54,12 @@ impl Host for DoorCtxView<'_> {
         caller: Caller,
         task_id: String,
     ) -> Result<Resource<DynPollable>, TaskError> {
-        let settled = self.ctx.session.tasks.settled(&caller, &task_id)?;
+        // A task this request started is seen by its caller: no look-up.
+        let tasks = &self.ctx.session.tasks;
+        let settled = match &self.ctx.started {
+            Some((by, id)) if *by == caller && *id == task_id => tasks.settled_started(&task_id),
+            _ => tasks.settled(&caller, &task_id)?,
+        };
         let full = |e: &dyn std::fmt::Display| {
             TaskError::Unavailable(format!("the request holds too many resources: {e}"))
         };

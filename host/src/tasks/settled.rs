@@ -4,7 +4,7 @@
 
 use tokio::sync::watch;
 
-use super::{Caller, Hub, TaskError, TaskState, is_settled};
+use super::{Caller, Hub, Live, TaskError, TaskState, is_settled};
 
 /// What a settle pollable watches on a live task.
 #[derive(Clone, Copy, Debug)]
@@ -21,8 +21,18 @@ impl Hub {
     pub fn settled(&self, caller: &Caller, id: &str) -> Result<Settled, TaskError> {
         let live = self.lock();
         self.seen(caller, id)?;
+        Ok(self.settled_seen(&live, id))
+    }
+
+    /// [`Hub::settled`] for a task its caller is known to see: one the same
+    /// request started. No read of the store.
+    pub fn settled_started(&self, id: &str) -> Settled {
+        self.settled_seen(&self.lock(), id)
+    }
+
+    fn settled_seen(&self, live: &Live, id: &str) -> Settled {
         let closed = self.closed.subscribe();
-        Ok(match live.tasks.get(id) {
+        match live.tasks.get(id) {
             Some(running) => {
                 let watch = running.watch.subscribe();
                 let since = watch.borrow().settles;
@@ -37,7 +47,7 @@ impl Hub {
                 since: 0,
                 closed,
             },
-        })
+        }
     }
 }
 
