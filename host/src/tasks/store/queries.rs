@@ -355,13 +355,8 @@ impl Store {
     /// answers: see [`Since`].
     pub fn list(&self, sees: &Sees, query: &ListQuery) -> rusqlite::Result<Page> {
         let filters = Equalities::of(sees, query);
-        self.read(|conn| {
-            // The total and the page read one snapshot of the session.
-            let snapshot = conn.unchecked_transaction()?;
-            let page = page(&snapshot, &filters, query)?;
-            snapshot.commit()?;
-            Ok(page)
-        })
+        // The total and the page read one snapshot of the session.
+        self.read(|conn| snapshot(conn, |conn| page(conn, &filters, query)))
     }
 
     /// The ids of the live tasks (submitted, working, input-required), in
@@ -376,6 +371,27 @@ impl Store {
             .query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()
     }
+}
+
+/// Runs `read` in one read transaction on `conn`, which it ends whatever
+/// `read` returns. Its statements are kept prepared, where rusqlite's
+/// transactions parse theirs again each time.
+fn snapshot<T>(
+    conn: &Connection,
+    read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached("BEGIN")?.execute([])?;
+    let out = read(conn);
+    let ended = conn
+        .prepare_cached("COMMIT")
+        .and_then(|mut end| end.execute([]));
+    if ended.is_err() && !conn.is_autocommit() {
+        // A reader left in its transaction would read this snapshot on.
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    let out = out?;
+    ended?;
+    Ok(out)
 }
 
 /// [`Store::list`] on `conn`.
