@@ -8,23 +8,29 @@
 //!
 //! A store of a file keeps at most [`READERS`] such connections, opened by
 //! the first reads that find none idle, so a session never read holds none
-//! and one read at a time holds one. A read that finds them all busy, or
-//! cannot open one, reads on the writer's connection as before. A store
-//! kept in memory has no file to open again and reads on the writer's.
+//! and one read at a time holds one. A read that finds them all busy waits
+//! for one, rather than read on the writer's connection: reads that take
+//! long (a listing by status timestamp counts up to a session's tasks) hold
+//! up other reads, never a write. Only a read that cannot open a reader
+//! (no descriptor left) reads on the writer's. A store kept in memory has
+//! no file to open again and reads on the writer's.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
-/// Reader connections a store keeps at most: one for each of two workers
-/// reading at once. Each holds two descriptors (the file and its log).
-pub const READERS: usize = 2;
+/// Reader connections a store keeps at most: as many reads at once as a
+/// 4-core host's workers make. Each holds two descriptors (the file and
+/// its log), and is opened only when a read finds the others busy.
+pub const READERS: usize = 4;
 
 pub struct Readers {
     path: PathBuf,
-    /// The connections not reading now, and how many are open in all.
+    /// The connections not reading now, and how many are open or opening.
     idle: Mutex<(Vec<Connection>, usize)>,
+    /// A reader went back, or one could not be opened.
+    freed: Condvar,
 }
 
 impl Readers {
@@ -32,11 +38,13 @@ impl Readers {
         Readers {
             path: path.to_path_buf(),
             idle: Mutex::new((Vec::new(), 0)),
+            freed: Condvar::new(),
         }
     }
 
-    /// An idle reader, or a new one while fewer than [`READERS`] are open;
-    /// None when neither is at hand. It is idle again once dropped.
+    /// An idle reader, a new one while fewer than [`READERS`] are open, or
+    /// else the first to go back; None when one cannot be opened. It is
+    /// idle again once dropped.
     pub fn take(&self) -> Option<Reader<'_>> {
         Some(Reader {
             conn: Some(self.take_conn()?),
@@ -52,11 +60,14 @@ impl Readers {
 
     fn take_conn(&self) -> Option<Connection> {
         let mut idle = self.lock();
-        if let Some(conn) = idle.0.pop() {
-            return Some(conn);
-        }
-        if idle.1 >= READERS {
-            return None;
+        loop {
+            if let Some(conn) = idle.0.pop() {
+                return Some(conn);
+            }
+            if idle.1 < READERS {
+                break;
+            }
+            idle = self.freed.wait(idle).unwrap_or_else(|p| p.into_inner());
         }
         // Counted before it opens, outside the lock: another read need not
         // wait for the file to open.
@@ -67,12 +78,13 @@ impl Readers {
             Err(e) => {
                 tracing::debug!(error = %e, "cannot open a reader; reading on the writer's connection");
                 self.lock().1 -= 1;
+                self.freed.notify_one();
                 None
             }
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<Connection>, usize)> {
+    fn lock(&self) -> MutexGuard<'_, (Vec<Connection>, usize)> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -97,6 +109,7 @@ impl Drop for Reader<'_> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
             self.readers.lock().0.push(conn);
+            self.readers.freed.notify_one();
         }
     }
 }

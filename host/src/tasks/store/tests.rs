@@ -616,12 +616,12 @@ fn a_read_does_not_wait_for_a_write_under_way() {
     assert_eq!(store.list(&Sees::Every, &query(10)).unwrap().total, 2);
 }
 
-// A store opens at most READERS readers; a read that finds them all busy
-// reads on the writer's connection.
+// A store opens at most READERS readers. A read that finds them all busy
+// waits for one to go back, and a write does not wait for it.
 #[test]
 fn a_store_keeps_a_bounded_number_of_readers() {
     let dir = TempDir::new("store-reader-bound");
-    let store = Store::open(dir.path(), false, 1).unwrap().store;
+    let store = std::sync::Arc::new(Store::open(dir.path(), false, 1).unwrap().store);
     let (task, _) = store
         .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 2, 0)
         .unwrap();
@@ -630,14 +630,22 @@ fn a_store_keeps_a_bounded_number_of_readers() {
     let busy: Vec<_> = (0..readers::READERS)
         .map(|_| readers.take().unwrap())
         .collect();
-    assert!(readers.take().is_none());
     assert_eq!(readers.open(), readers::READERS);
-    assert_eq!(
-        store.get(&task.id, &Sees::Every).unwrap(),
-        Some(task.clone())
-    );
-    assert_eq!(readers.open(), readers::READERS);
+    let (answer, answered) = std::sync::mpsc::channel();
+    let (reading, id) = (store.clone(), task.id.clone());
+    std::thread::spawn(move || {
+        let _ = answer.send(reading.get(&id, &Sees::Every).unwrap());
+    });
+    let waited = answered.recv_timeout(std::time::Duration::from_millis(300));
+    assert!(waited.is_err(), "a read took a connection past the bound");
+    store
+        .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 3, 0)
+        .unwrap();
     drop(busy);
+    let read = answered
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the read waited on after a reader went back");
+    assert_eq!(read, Some(task.clone()));
     // Idle again, and used again rather than opened anew.
     for _ in 0..10 {
         assert_eq!(
