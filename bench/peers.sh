@@ -16,6 +16,9 @@
 #   PEERS="door rust" runs only those servers, of: door standalone rust python js
 #   MURMUR_DOOR_BIN=path runs that murmur-door instead of building this tree's
 #   MURMUR_STANDALONE_WASM=path serves that component instead of composing it
+#   ROUNDS=n measures each cell n times (default 1), the servers taking turns
+#     round by round; a cell shows its median run by req/s, and the ratio
+#     column the lowest and highest of the rounds' ratios beside the medians'
 #
 # The three SDKs at these versions take the door's requests as they are: the
 # v1.0 method names, ROLE_* roles, `parts: [{"text": ...}]` and
@@ -30,6 +33,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
 connections=${2:-16}
+rounds=${ROUNDS:-1}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS: a whole number from 1, not '$rounds'" >&2; exit 2; }
 peers_dir=bench/peers
 
 all_servers=(door standalone rust python js)
@@ -272,11 +277,13 @@ LUA
 commas() { sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta' <<<"$1"; }
 
 declare -A cell rps rss_kb
-# Row $2 on server $1: a fresh server, one checked request, then wrk.
+# Row $2 on server $1, round $3: a fresh server, one checked request, then
+# wrk. Sets cell and rps under "$name:$row:$round".
 measure() {
-  local name=$1 row=$2 body code result requests duration p50 p99 bad socket task
-  if ! can_do "$name" "$row"; then cell[$name:$row]="–"; return; fi
-  cell[$name:$row]=error
+  local name=$1 row=$2 round=$3 body code result requests duration p50 p99 bad socket task
+  local at=$name:$row:$round
+  if ! can_do "$name" "$row"; then cell[$at]="–"; return; fi
+  cell[$at]=error
   start_server "$name" || return 0
   body=$(body_of "$row")
   if [ "$row" = get ] || [ "$row" = list ]; then
@@ -304,39 +311,82 @@ measure() {
   stop_server
   [ -n "$result" ] || { say "$name: wrk gave no result for $row"; return 0; }
   read -r _ requests duration p50 p99 bad socket <<<"$result"
-  rps[$name:$row]=$(awk -v n="$requests" -v d="$duration" 'BEGIN { printf "%d", n * 1e6 / d }')
-  cell[$name:$row]=$(awk -v r="$(commas "${rps[$name:$row]}")" -v a="$p50" -v b="$p99" \
+  rps[$at]=$(awk -v n="$requests" -v d="$duration" 'BEGIN { printf "%d", n * 1e6 / d }')
+  cell[$at]=$(awk -v r="$(commas "${rps[$at]}")" -v a="$p50" -v b="$p99" \
     'BEGIN { printf "%s req/s, p50 %.2f ms, p99 %.2f ms", r, a / 1000, b / 1000 }')
-  [ "$bad" -eq 0 ] || cell[$name:$row]+=", $bad bad"
-  [ "$socket" -eq 0 ] || cell[$name:$row]+=", $socket socket errors"
-  say "$name: ${row_title[$row]}: ${cell[$name:$row]}"
+  [ "$bad" -eq 0 ] || cell[$at]+=", $bad bad"
+  [ "$socket" -eq 0 ] || cell[$at]+=", $socket socket errors"
+  say "$name: ${row_title[$row]}${round_note}: ${cell[$at]}"
 }
 
-# Row by row, so a machine whose speed drifts spreads it over every server.
+# Row by row and round by round, so a machine whose speed drifts spreads it
+# over every server.
 load=$(cut -d' ' -f1-3 /proc/loadavg)
+round_note=
+for row in "${rows[@]}"; do
+  for round in $(seq "$rounds"); do
+    [ "$rounds" -eq 1 ] || round_note=" (round $round)"
+    for name in "${servers[@]}"; do
+      measure "$name" "$row" "$round"
+    done
+  done
+done
+# Each cell: its median round by req/s (the upper one of an even count), or
+# the first round's word when no round gave a result.
 for row in "${rows[@]}"; do
   for name in "${servers[@]}"; do
-    measure "$name" "$row"
+    cell[$name:$row]=${cell[$name:$row:1]}
+    median=$(for round in $(seq "$rounds"); do
+      if [ -n "${rps[$name:$row:$round]:-}" ]; then echo "${rps[$name:$row:$round]} $round"; fi
+    done | sort -n | awk '{ r[NR] = $2 } END { if (NR) print r[int(NR / 2) + 1] }')
+    if [ -n "$median" ]; then
+      cell[$name:$row]=${cell[$name:$row:$median]}
+      rps[$name:$row]=${rps[$name:$row:$median]}
+    fi
   done
 done
 
 # --- The table ----------------------------------------------------------------
 sdk_peers=()
 for name in rust python js; do runs "$name" && sdk_peers+=("$name"); done
-ratio() { # row: murmur-door's req/s over the fastest SDK server's
-  local best=0 best_name="" name
+# Row $1 (with round $2, of that round): murmur-door's req/s over the
+# fastest SDK server's, and that server's name; nothing when either is
+# missing.
+ratio_of() {
+  local at=$1${2:+:$2} best=0 best_name="" name
   for name in "${sdk_peers[@]}"; do
-    if [ "${rps[$name:$1]:-0}" -gt "$best" ]; then best=${rps[$name:$1]}; best_name=$name; fi
+    if [ "${rps[$name:$at]:-0}" -gt "$best" ]; then best=${rps[$name:$at]}; best_name=$name; fi
   done
-  if [ -z "${rps[door:$1]:-}" ] || [ "$best" -eq 0 ]; then echo "–"; return; fi
-  awk -v d="${rps[door:$1]}" -v b="$best" -v n="${title[$best_name]%% *}" 'BEGIN { printf "%.2f× (%s)", d / b, n }'
+  [ -n "${rps[door:$at]:-}" ] && [ "$best" -gt 0 ] || return 0
+  awk -v d="${rps[door:$at]}" -v b="$best" -v n="${title[$best_name]%% *}" 'BEGIN { printf "%.2f %s", d / b, n }'
+}
+ratio() { # row: the medians' ratio, and with rounds, the rounds' range
+  local median low high round r
+  median=$(ratio_of "$1")
+  if [ -z "$median" ]; then echo "–"; return; fi
+  printf '%.2f× (%s' "${median% *}" "${median#* }"
+  if [ "$rounds" -gt 1 ]; then
+    for round in $(seq "$rounds"); do
+      r=$(ratio_of "$1" "$round"); r=${r% *}
+      [ -n "$r" ] || continue
+      low=$(awk -v a="$r" -v b="${low:-$r}" 'BEGIN { print (a < b ? a : b) }')
+      high=$(awk -v a="$r" -v b="${high:-$r}" 'BEGIN { print (a > b ? a : b) }')
+    done
+    [ -z "$low" ] || printf '; rounds %.2f–%.2f' "$low" "$high"
+  fi
+  echo ")"
 }
 wrk_version=$(wrk --version 2>&1 | head -1 | cut -d' ' -f2 || true)
 echo "# murmur-door and the A2A SDKs' servers over loopback"
 echo
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)),"
 echo "load average $load before the first cell. \`wrk -t1 -c$connections -d${seconds}s --timeout 30s\` per cell"
-echo "(wrk $wrk_version), every server started afresh for each cell."
+if [ "$rounds" -gt 1 ]; then
+  echo "(wrk $wrk_version), every server started afresh for each cell, $rounds rounds a cell taken in"
+  echo "turns; a cell shows its median round by req/s."
+else
+  echo "(wrk $wrk_version), every server started afresh for each cell."
+fi
 echo
 header="| Request |"
 rule="| --- |"
@@ -375,5 +425,6 @@ echo "- RSS: VmRSS summed over the server's process group, the largest taken as 
 echo "  and Node servers are one process each (the in-memory stores live in one process)."
 if runs door && [ ${#sdk_peers[@]} -gt 0 ]; then
   echo "- door ÷ fastest peer: murmur-door's req/s over the fastest SDK server's on that row."
+  [ "$rounds" -eq 1 ] || echo "  Of the median cells; \"rounds\": the lowest and highest of each round's own ratio."
 fi
 say "done in $((SECONDS - started)) s"
