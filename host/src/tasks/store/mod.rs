@@ -160,8 +160,9 @@ impl Store {
         }
     }
 
-    /// Runs `read` on a reader when one is at hand, or else on the writer's
-    /// connection (see [`readers`]).
+    /// Runs `read` on a reader, waiting for one while all are busy; on the
+    /// writer's connection when none can be opened or the store is kept in
+    /// memory (see [`readers`]).
     fn read<T>(
         &self,
         read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
