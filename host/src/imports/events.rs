@@ -38,13 +38,11 @@ impl Host for DoorCtxView<'_> {
         task_id: String,
         after: Option<u64>,
     ) -> wasmtime::Result<Result<Resource<Events>, TaskError>> {
-        // A task this request started is seen by its caller: no look-up.
         let tasks = &self.ctx.session.tasks;
-        let events = match &self.ctx.started {
-            Some((by, id)) if *by == caller && *id == task_id => {
-                Ok(tasks.events().task_reader(&task_id, after))
-            }
-            _ => tasks.task_events(&caller, &task_id, after),
+        let events = if self.ctx.started_by(&caller, &task_id) {
+            Ok(tasks.events().task_reader(&task_id, after))
+        } else {
+            tasks.task_events(&caller, &task_id, after)
         };
         match events {
             Ok(reader) => {

@@ -38,9 +38,8 @@ pub struct DoorCtx {
     pub body: Option<request_body::BoxedBody>,
     /// Where a one-call answer that streams sends its head.
     pub head: Option<response_stream::HeadSender>,
-    /// The task this request started, and who started it: the stream that
-    /// follows it (SendStreamingMessage) is known to see it without asking
-    /// the store again.
+    /// The task this request started, and who started it (see
+    /// [`DoorCtx::started_by`]).
     pub started: Option<(Caller, String)>,
 }
 
@@ -55,6 +54,15 @@ impl DoorCtx {
             head: None,
             started: None,
         }
+    }
+
+    /// Whether this request started `task_id` for `caller`: then the caller
+    /// is known to see it (it owns it), and the stream or settle pollable
+    /// that follows needs no look-up in the store.
+    fn started_by(&self, caller: &Caller, task_id: &str) -> bool {
+        self.started
+            .as_ref()
+            .is_some_and(|(by, id)| by == caller && id == task_id)
     }
 
     /// Notes a change the door made, when `result` says it made one.

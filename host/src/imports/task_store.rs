@@ -54,11 +54,11 @@ impl Host for DoorCtxView<'_> {
         caller: Caller,
         task_id: String,
     ) -> Result<Resource<DynPollable>, TaskError> {
-        // A task this request started is seen by its caller: no look-up.
         let tasks = &self.ctx.session.tasks;
-        let settled = match &self.ctx.started {
-            Some((by, id)) if *by == caller && *id == task_id => tasks.settled_started(&task_id),
-            _ => tasks.settled(&caller, &task_id)?,
+        let settled = if self.ctx.started_by(&caller, &task_id) {
+            tasks.settled_started(&task_id)
+        } else {
+            tasks.settled(&caller, &task_id)?
         };
         let full = |e: &dyn std::fmt::Display| {
             TaskError::Unavailable(format!("the request holds too many resources: {e}"))

@@ -48,9 +48,10 @@ impl Store {
         let lock = StateLock::acquire(state)?;
         let mut opened = Store::open_locked(state, resume, now_ms)?;
         opened.store._lock = Some(lock);
-        let checkpoints = Checkpoints::new(&state.join(SESSION_DB), &opened.store.lock().conn)?;
+        let path = state.join(SESSION_DB);
+        let checkpoints = Checkpoints::new(&path, &opened.store.lock().conn)?;
         opened.store.checkpoints = Some(checkpoints);
-        opened.store.readers = Some(Readers::new(&state.join(SESSION_DB)));
+        opened.store.readers = Some(Readers::new(&path));
         Ok(opened)
     }
 
