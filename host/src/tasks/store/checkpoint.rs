@@ -17,23 +17,15 @@
 //! so a session never written holds neither.
 //!
 //! A log is started over only by a commit that finds all of it copied,
-//! which a busy writer never leaves the thread the time for. Once a
-//! checkpoint of the thread leaves [`RESTART_PAGES`] in the log, the
-//! writer's next commit, with the thread gone from its store, copies what
-//! is left and has the commit after it start the log over (RESTART), every
-//! request to the store waiting meanwhile. That bounds the log on disk to
-//! about [`RESTART_PAGES`] pages, and is what a held SendMessage's p99 is
-//! made of (3 to 4 ms with no restart at all, 9 to 12 with it).
-//!
-//! So the restart is made short. It comes right after the thread's copy,
-//! with little left to copy. And the thread syncs the file after each copy:
-//! SQLite syncs it only after a copy that reached the log's end, which
-//! commits meanwhile never let it, so every page the thread had copied
-//! since the last restart was left for the restart's sync to write. A
-//! restart took 9 to 17 ms, and takes 4 to 7.
+//! which a busy writer never leaves the thread the time for. Once the log
+//! holds [`RESTART_PAGES`], the writer itself, between two commits and with
+//! the thread not on its store, copies what is left and has the next commit
+//! start the log over (RESTART): a wait of two fsyncs, most of its pages
+//! copied already, once every couple of seconds under load. That bounds the
+//! log on disk to about [`RESTART_PAGES`] pages.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
@@ -67,9 +59,8 @@ struct Log {
     queued: AtomicBool,
     /// The store is gone: the thread opens nothing more for it.
     closed: AtomicBool,
-    /// The thread's last checkpoint left [`RESTART_PAGES`] or more in the
-    /// log: the writer is to start it over.
-    restart: AtomicBool,
+    /// The log's pages as the last checkpoint found them.
+    pages: AtomicI64,
     /// When the thread may copy the log again.
     due: Mutex<Instant>,
 }
@@ -85,7 +76,7 @@ impl Checkpoints {
                 conn: Mutex::new(None),
                 queued: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
-                restart: AtomicBool::new(false),
+                pages: AtomicI64::new(0),
                 due: Mutex::new(Instant::now()),
             }),
         })
@@ -95,11 +86,11 @@ impl Checkpoints {
     /// thread, or, once it is long, the writer starts it over.
     pub fn committed(&self, writer: &Connection) {
         let log = &self.log;
-        if log.restart.load(Ordering::Relaxed)
+        if log.pages.load(Ordering::Relaxed) >= RESTART_PAGES
             && let Some(_thread_away) = try_lock(&log.conn)
         {
             if restart(writer) {
-                log.restart.store(false, Ordering::Relaxed);
+                log.pages.store(0, Ordering::Relaxed);
             }
             return;
         }
@@ -164,51 +155,9 @@ fn copy_queued(queued: &Receiver<Arc<Log>>) {
             }
         }
         let Some(conn) = conn.as_ref() else { continue };
-        let copied = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-        });
-        match copied {
-            Ok((pages, copied)) => {
-                // SQLite syncs the file only after a copy that reached the
-                // log's end, which commits meanwhile never let it; unsynced,
-                // the copies pile up for the restart's sync to write.
-                if copied > 0 && !sync_file(conn) {
-                    tracing::debug!("cannot sync a checkpointed file; the restart will");
-                }
-                if pages >= RESTART_PAGES {
-                    log.restart.store(true, Ordering::Relaxed);
-                }
-            }
+        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1)) {
+            Ok(pages) => log.pages.store(pages, Ordering::Relaxed),
             Err(e) => tracing::debug!(error = %e, "checkpoint failed; the next commit asks again"),
-        }
-    }
-}
-
-/// Syncs the database file through `conn`'s own handle on it (SQLite's
-/// `xSync`). A descriptor of our own would not do: closing it would drop
-/// the process's lock on the file (`open::VFS`).
-pub(super) fn sync_file(conn: &Connection) -> bool {
-    use rusqlite::ffi;
-    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-    // SAFETY: `conn` is open for the whole call; FILE_POINTER writes the
-    // main database's file object, which the connection owns while open.
-    let found = unsafe {
-        ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            ffi::SQLITE_FCNTL_FILE_POINTER,
-            (&raw mut file).cast(),
-        )
-    };
-    if found != ffi::SQLITE_OK || file.is_null() {
-        return false;
-    }
-    // SAFETY: `file` is the open file object found above; its methods are
-    // its VFS's, and xSync takes the object and the sync flags.
-    unsafe {
-        match (*file).pMethods.as_ref().and_then(|methods| methods.xSync) {
-            Some(sync) => sync(file, ffi::SQLITE_SYNC_NORMAL) == ffi::SQLITE_OK,
-            None => false,
         }
     }
 }

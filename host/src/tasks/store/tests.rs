@@ -539,22 +539,6 @@ fn the_log_is_copied_off_the_writer_and_stays_bounded() {
     assert_eq!(count().unwrap(), 5000);
 }
 
-// The checkpoint thread syncs the file through SQLite's own handle on it
-// (`checkpoint::sync_file`): found and synced for a file, and nothing to
-// sync for a connection with no file.
-#[test]
-fn the_thread_syncs_the_file_through_sqlite() {
-    let dir = TempDir::new("store-sync");
-    let store = Store::open(dir.path(), false, 1).unwrap().store;
-    store
-        .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 2, 0)
-        .unwrap();
-    let conn = super::open::open_file(&dir.path().join(super::open::SESSION_DB)).unwrap();
-    assert!(super::checkpoint::sync_file(&conn));
-    let memory = rusqlite::Connection::open_in_memory().unwrap();
-    assert!(!super::checkpoint::sync_file(&memory));
-}
-
 // A reader (`readers`) keeps the log from being started over while it
 // reads, but never holds up a commit: the writer's restart gives up at
 // once and a later commit tries again. Waiting for the reader SQLite's
