@@ -49,7 +49,7 @@ impl Store {
         let mut opened = Store::open_locked(state, resume, now_ms)?;
         opened.store._lock = Some(lock);
         let path = state.join(SESSION_DB);
-        let checkpoints = Checkpoints::new(&path, &opened.store.lock().conn)?;
+        let checkpoints = Checkpoints::new(&path, &mut opened.store.lock().conn)?;
         opened.store.checkpoints = Some(checkpoints);
         opened.store.readers = Some(Readers::new(&path));
         Ok(opened)

@@ -501,9 +501,9 @@ fn a_session_file_has_small_pages_and_its_plans_are_kept() {
 
 // The writer's commits do not checkpoint: the store's thread copies the
 // log into the file, on a connection of its own, while the session runs
-// (`checkpoint`), and the log is started over once it holds
-// RESTART_PAGES, so it stays within about that many pages however much is
-// written. Without the restart, 5,000 tasks leave a log of about 50,000
+// (`checkpoint`), and the log is started over once a copy leaves
+// RESTART_PAGES in it, or at the latest once it holds LONGEST_PAGES, however
+// far behind the thread is. Without the restart, 5,000 tasks leave a log of about 50,000
 // pages; SQLite's own checkpoints would keep it at 1,000 but on the
 // request path.
 #[test]
@@ -520,7 +520,9 @@ fn the_log_is_copied_off_the_writer_and_stays_bounded() {
             .unwrap();
         largest = largest.max(std::fs::metadata(&log).unwrap().len());
     }
-    let bound = 2 * super::checkpoint::RESTART_PAGES as u64 * frame;
+    // The writer starts a log of LONGEST_PAGES over, at the latest: one
+    // commit (a few pages) past it, and the log's header.
+    let bound = (super::checkpoint::LONGEST_PAGES as u64 + 16) * frame + 32;
     assert!(
         largest <= bound,
         "the log grew to {largest} bytes, over {bound}"
@@ -537,6 +539,22 @@ fn the_log_is_copied_off_the_writer_and_stays_bounded() {
     drop(store);
     assert!(!log.exists());
     assert_eq!(count().unwrap(), 5000);
+}
+
+// The checkpoint thread syncs the file through SQLite's own handle on it
+// (`checkpoint::sync_file`): found and synced for a file, and nothing to
+// sync for a connection with no file.
+#[test]
+fn the_thread_syncs_the_file_through_sqlite() {
+    let dir = TempDir::new("store-sync");
+    let store = Store::open(dir.path(), false, 1).unwrap().store;
+    store
+        .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 2, 0)
+        .unwrap();
+    let conn = super::open::open_file(&dir.path().join(super::open::SESSION_DB)).unwrap();
+    assert!(super::checkpoint::sync_file(&conn));
+    let memory = rusqlite::Connection::open_in_memory().unwrap();
+    assert!(!super::checkpoint::sync_file(&memory));
 }
 
 // A reader (`readers`) keeps the log from being started over while it
