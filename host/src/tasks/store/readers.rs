@@ -27,17 +27,28 @@ pub const READERS: usize = 4;
 
 pub struct Readers {
     path: PathBuf,
-    /// The connections not reading now, and how many are open or opening.
-    idle: Mutex<(Vec<Connection>, usize)>,
+    pool: Mutex<Pool>,
     /// A reader went back, or one could not be opened.
     freed: Condvar,
+}
+
+#[derive(Default)]
+struct Pool {
+    /// The connections not reading now.
+    idle: Vec<Connection>,
+    /// How many are open or opening.
+    open: usize,
+    /// Reads waiting for one: a reader that goes back wakes one only if
+    /// there is one, since a wake is a system call whether or not anyone
+    /// waits (a futex call a GetTask, in a trace).
+    waiting: usize,
 }
 
 impl Readers {
     pub fn new(path: &Path) -> Readers {
         Readers {
             path: path.to_path_buf(),
-            idle: Mutex::new((Vec::new(), 0)),
+            pool: Mutex::new(Pool::default()),
             freed: Condvar::new(),
         }
     }
@@ -55,37 +66,49 @@ impl Readers {
     /// How many readers are open.
     #[cfg(test)]
     pub fn open(&self) -> usize {
-        self.lock().1
+        self.lock().open
     }
 
     fn take_conn(&self) -> Option<Connection> {
-        let mut idle = self.lock();
+        let mut pool = self.lock();
         loop {
-            if let Some(conn) = idle.0.pop() {
+            if let Some(conn) = pool.idle.pop() {
                 return Some(conn);
             }
-            if idle.1 < READERS {
+            if pool.open < READERS {
                 break;
             }
-            idle = self.freed.wait(idle).unwrap_or_else(|p| p.into_inner());
+            pool.waiting += 1;
+            pool = self.freed.wait(pool).unwrap_or_else(|p| p.into_inner());
+            pool.waiting -= 1;
         }
         // Counted before it opens, outside the lock: another read need not
         // wait for the file to open.
-        idle.1 += 1;
-        drop(idle);
+        pool.open += 1;
+        drop(pool);
         match open(&self.path) {
             Ok(conn) => Some(conn),
             Err(e) => {
                 tracing::debug!(error = %e, "cannot open a reader; reading on the writer's connection");
-                self.lock().1 -= 1;
-                self.freed.notify_one();
+                self.give_back(|pool| pool.open -= 1);
                 None
             }
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, (Vec<Connection>, usize)> {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    /// Changes the pool, then wakes a read waiting for it, if any.
+    fn give_back(&self, change: impl FnOnce(&mut Pool)) {
+        let mut pool = self.lock();
+        change(&mut pool);
+        let waiting = pool.waiting > 0;
+        drop(pool);
+        if waiting {
+            self.freed.notify_one();
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -108,8 +131,7 @@ impl std::ops::Deref for Reader<'_> {
 impl Drop for Reader<'_> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.readers.lock().0.push(conn);
-            self.readers.freed.notify_one();
+            self.readers.give_back(|pool| pool.idle.push(conn));
         }
     }
 }
