@@ -8,9 +8,9 @@
 # composed standalone door under `wasmtime serve`. wrk drives every server
 # with the same requests: the card, GetTask, ListTasks, SendMessage held to
 # completion, SendMessage with returnImmediately, and SendStreamingMessage
-# read to its end. It prints one Markdown table: req/s, p50 and p99 per
-# server and request, each server's RSS, and murmur-door's req/s over the
-# fastest SDK server's.
+# read to its end. It prints one Markdown table: req/s, p50, p99 and the
+# server's CPU per request for each server and request, each server's RSS,
+# and murmur-door's req/s over the fastest SDK server's.
 #
 # Usage: bench/peers.sh [seconds] [connections]   (default 5 s, 16 connections)
 #   PEERS="door rust" runs only those servers, of: door standalone rust python js
@@ -191,6 +191,18 @@ server_rss_kb() {
   echo "$total"
 }
 
+# User and system CPU time of every process in the server's process group,
+# in clock ticks (the fields after the command name, which may hold spaces).
+server_cpu_ticks() {
+  local total=0 pid ticks
+  for pid in $(pgrep -g "$server_pid"); do
+    ticks=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{ print $12 + $13 }' || true)
+    total=$((total + ${ticks:-0}))
+  done
+  echo "$total"
+}
+ticks_per_second=$(getconf CLK_TCK)
+
 # --- The requests -----------------------------------------------------------
 rows=(card get list send send_now stream)
 declare -A row_title=(
@@ -280,7 +292,7 @@ declare -A cell rps rss_kb
 # Row $2 on server $1, round $3: a fresh server, one checked request, then
 # wrk. Sets cell and rps under "$name:$row:$round".
 measure() {
-  local name=$1 row=$2 round=$3 body code result requests duration p50 p99 bad socket task
+  local name=$1 row=$2 round=$3 body code result requests duration p50 p99 bad socket task cpu0 cpu1
   local at=$name:$row:$round
   if ! can_do "$name" "$row"; then cell[$at]="–"; return; fi
   cell[$at]=error
@@ -304,7 +316,9 @@ measure() {
   write_lua "$row" "$body"
   local target=$server_url/
   [ "$row" = card ] && target=$server_url/.well-known/agent-card.json
+  cpu0=$(server_cpu_ticks)
   result=$(wrk -t1 -c"$connections" -d"${seconds}s" --timeout 30s -s "$tmp/row.lua" "$target" | grep '^RESULT' || true)
+  cpu1=$(server_cpu_ticks)
   local kb
   kb=$(server_rss_kb)
   [ "$kb" -gt "${rss_kb[$name]:-0}" ] && rss_kb[$name]=$kb
@@ -313,7 +327,8 @@ measure() {
   read -r _ requests duration p50 p99 bad socket <<<"$result"
   rps[$at]=$(awk -v n="$requests" -v d="$duration" 'BEGIN { printf "%d", n * 1e6 / d }')
   cell[$at]=$(awk -v r="$(commas "${rps[$at]}")" -v a="$p50" -v b="$p99" \
-    'BEGIN { printf "%s req/s, p50 %.2f ms, p99 %.2f ms", r, a / 1000, b / 1000 }')
+    -v c=$((cpu1 - cpu0)) -v hz="$ticks_per_second" -v n="$requests" \
+    'BEGIN { printf "%s req/s, p50 %.2f ms, p99 %.2f ms, %d µs CPU", r, a / 1000, b / 1000, c * 1e6 / hz / (n > 0 ? n : 1) }')
   [ "$bad" -eq 0 ] || cell[$at]+=", $bad bad"
   [ "$socket" -eq 0 ] || cell[$at]+=", $socket socket errors"
   say "$name: ${row_title[$row]}${round_note}: ${cell[$at]}"
@@ -420,6 +435,9 @@ if runs standalone; then
   echo "  per-request instances): SendMessage and SendStreamingMessage answer -32603, GetTask -32001;"
   echo "  its ListTasks answers an empty list."
 fi
+echo "- µs CPU: the server's user and system CPU time while wrk ran (every process of its group), over"
+echo "  the requests answered. wrk shares the cores, so a server's req/s follows from its CPU and"
+echo "  wrk's; the CPU a request costs moves less than req/s on a machine whose speed drifts."
 echo "- \"bad\": answers that were not HTTP 200 with a success body (a JSON-RPC error counts)."
 echo "- RSS: VmRSS summed over the server's process group, the largest taken as wrk ended. The Python"
 echo "  and Node servers are one process each (the in-memory stores live in one process)."
