@@ -6,7 +6,7 @@ meanwhile. `tests/hostile.rs` runs the same clients scaled down.
     cargo build --release && python3 bench/hostile.py [SCENARIO...]
 
 Scenarios: slow-bodies, stalled-connections, unread-streams, replay,
-one-credential, half-close (all when none is named). Standard library only.
+one-credential, burst, half-close (all when none is named). Standard library only.
 """
 
 import json
@@ -274,6 +274,26 @@ def one_credential():
     door.stop()
 
 
+def burst():
+    """1,000 WatchSession streams at once, then gone: what their instances leave."""
+    door = Door(PUBLIC, flags=("--max-instances-per-caller", "1024"))
+    before = door.rss_mb()
+    streams = [open_watch(door) for _ in range(1000)]
+    opened = sum(s.recv(64).startswith(b"HTTP/1.1 200") for s in streams)
+    held = door.rss_mb()
+    for s in streams:
+        s.close()
+    # The allocators give memory back as later requests run.
+    time.sleep(1)
+    for _ in range(200):
+        door.well_behaved()
+    time.sleep(1)
+    after = door.rss_mb()
+    print(f"burst: {opened} streams open: RSS {before:.0f} -> {held:.0f} MB; after they left and 200 "
+          f"requests: {after:.0f} MB (+{(after - before) * 1024 / 1000:.0f} KiB for each instance the burst ran)")
+    door.stop()
+
+
 def half_close():
     """30 SendMessage and 20 card requests, each followed by shutdown(SHUT_WR)."""
     door = Door(PUBLIC)
@@ -303,6 +323,7 @@ SCENARIOS = {
     "unread-streams": unread_streams,
     "replay": replay,
     "one-credential": one_credential,
+    "burst": burst,
     "half-close": half_close,
 }
 
