@@ -283,7 +283,7 @@ def burst():
     held = door.rss_mb()
     for s in streams:
         s.close()
-    # The allocators give memory back as later requests run.
+    # Idle workers give back what the instances freed, at most once a second.
     time.sleep(1)
     for _ in range(200):
         door.well_behaved()
