@@ -181,26 +181,21 @@ start_server() {
   stop_server
   return 1
 }
-# VmRSS of every process in the server's process group, in KiB.
-server_rss_kb() {
-  local total=0 pid kb
+# The sum over every process in the server's process group of what $@
+# prints for its pid.
+over_group() {
+  local total=0 pid n
   for pid in $(pgrep -g "$server_pid"); do
-    kb=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
-    total=$((total + ${kb:-0}))
+    n=$("$@" "$pid")
+    total=$((total + ${n:-0}))
   done
   echo "$total"
 }
-
-# User and system CPU time of every process in the server's process group,
-# in clock ticks (the fields after the command name, which may hold spaces).
-server_cpu_ticks() {
-  local total=0 pid ticks
-  for pid in $(pgrep -g "$server_pid"); do
-    ticks=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{ print $12 + $13 }' || true)
-    total=$((total + ${ticks:-0}))
-  done
-  echo "$total"
-}
+# A process's VmRSS in KiB.
+rss_kb_of() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || true; }
+# A process's user and system CPU time in clock ticks (the fields after the
+# command name, which may hold spaces).
+cpu_ticks_of() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }' || true; }
 ticks_per_second=$(getconf CLK_TCK)
 
 # --- The requests -----------------------------------------------------------
@@ -316,11 +311,11 @@ measure() {
   write_lua "$row" "$body"
   local target=$server_url/
   [ "$row" = card ] && target=$server_url/.well-known/agent-card.json
-  cpu0=$(server_cpu_ticks)
+  cpu0=$(over_group cpu_ticks_of)
   result=$(wrk -t1 -c"$connections" -d"${seconds}s" --timeout 30s -s "$tmp/row.lua" "$target" | grep '^RESULT' || true)
-  cpu1=$(server_cpu_ticks)
+  cpu1=$(over_group cpu_ticks_of)
   local kb
-  kb=$(server_rss_kb)
+  kb=$(over_group rss_kb_of)
   [ "$kb" -gt "${rss_kb[$name]:-0}" ] && rss_kb[$name]=$kb
   stop_server
   [ -n "$result" ] || { say "$name: wrk gave no result for $row"; return 0; }
