@@ -10,11 +10,64 @@ pub struct Request {
     pub method: String,
     /// The path with its query, as sent: `/`, `/?x=1`, ...
     pub path_with_query: String,
-    /// Every header line in order; names as sent, values as bytes.
-    pub headers: Vec<(String, Vec<u8>)>,
+    /// Every header line in order, names as sent, values as bytes: each
+    /// line's name and value one after the other in `fields`, and their
+    /// lengths in `lines` (the shape the host passes them in, see
+    /// `wit/answer.wit`).
+    fields: Vec<u8>,
+    lines: Vec<(u32, u32)>,
 }
 
 impl Request {
+    /// A request with these header lines, in order.
+    pub fn new<N: AsRef<[u8]>, V: AsRef<[u8]>>(
+        method: impl Into<String>,
+        path_with_query: impl Into<String>,
+        headers: impl IntoIterator<Item = (N, V)>,
+    ) -> Request {
+        let mut fields = Vec::new();
+        let mut lines = Vec::new();
+        for (name, value) in headers {
+            let (name, value) = (name.as_ref(), value.as_ref());
+            fields.extend_from_slice(name);
+            fields.extend_from_slice(value);
+            lines.push((name.len() as u32, value.len() as u32));
+        }
+        Request::from_fields(method, path_with_query, fields, lines)
+    }
+
+    /// A request whose header lines are `lines` (each a name's and a
+    /// value's length) laid one after the other in `fields`. Lines past
+    /// the end of `fields` are not seen.
+    pub fn from_fields(
+        method: impl Into<String>,
+        path_with_query: impl Into<String>,
+        fields: Vec<u8>,
+        lines: Vec<(u32, u32)>,
+    ) -> Request {
+        Request {
+            method: method.into(),
+            path_with_query: path_with_query.into(),
+            fields,
+            lines,
+        }
+    }
+
+    /// Every header line in order: its name as sent, and its value.
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let mut at = 0usize;
+        self.lines.iter().map_while(move |&(name, value)| {
+            let name_end = at.checked_add(name as usize)?;
+            let value_end = name_end.checked_add(value as usize)?;
+            let line = (
+                self.fields.get(at..name_end)?,
+                self.fields.get(name_end..value_end)?,
+            );
+            at = value_end;
+            Some(line)
+        })
+    }
+
     /// The path without its query.
     pub fn path(&self) -> &str {
         let p = &self.path_with_query;
@@ -31,9 +84,8 @@ impl Request {
     /// is UTF-8 (every value a well-behaved client sends): the checks every
     /// request passes read headers without allocating.
     pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = Cow<'a, str>> + 'a {
-        self.headers
-            .iter()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+        self.headers()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
             .map(|(_, v)| match String::from_utf8_lossy(v) {
                 Cow::Borrowed(value) => Cow::Borrowed(value.trim()),
                 Cow::Owned(value) => Cow::Owned(value.trim().to_string()),
@@ -86,5 +138,60 @@ impl Response {
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_lines_come_back_in_order_as_sent() {
+        let request = Request::new(
+            "POST",
+            "/",
+            [
+                ("Content-Type", &b"application/json"[..]),
+                ("x-empty", b""),
+                ("a2a-extensions", b"urn:a"),
+                ("x-bytes", b"\xff\xfe"),
+                ("A2A-Extensions", b" urn:b "),
+            ],
+        );
+        let lines: Vec<(&[u8], &[u8])> = request.headers().collect();
+        assert_eq!(
+            lines,
+            [
+                (&b"Content-Type"[..], &b"application/json"[..]),
+                (b"x-empty", b""),
+                (b"a2a-extensions", b"urn:a"),
+                (b"x-bytes", b"\xff\xfe"),
+                (b"A2A-Extensions", b" urn:b "),
+            ]
+        );
+        assert_eq!(request.header_values("a2a-extensions"), ["urn:a", "urn:b"]);
+        assert_eq!(request.header("a2a-extensions"), None);
+        assert_eq!(
+            request.header("content-type").as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(request.header("x-empty").as_deref(), Some(""));
+        assert_eq!(
+            request.header("x-bytes").as_deref(),
+            Some("\u{fffd}\u{fffd}")
+        );
+        assert_eq!(request.header("content-length"), None);
+    }
+
+    #[test]
+    fn a_line_past_the_end_of_the_fields_is_not_seen() {
+        let fields = b"a2a-version1.0accept*/*".to_vec();
+        let request = Request::from_fields("GET", "/", fields, vec![(11, 3), (6, 3), (4, 9)]);
+        assert_eq!(
+            request.headers().collect::<Vec<_>>(),
+            [(&b"a2a-version"[..], &b"1.0"[..]), (b"accept", b"*/*")]
+        );
+        let request = Request::from_fields("GET", "/", Vec::new(), vec![(u32::MAX, u32::MAX)]);
+        assert_eq!(request.headers().count(), 0);
     }
 }

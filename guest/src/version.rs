@@ -34,14 +34,7 @@ mod tests {
     use super::*;
 
     fn with(values: &[&str]) -> Request {
-        Request {
-            method: "POST".into(),
-            path_with_query: "/".into(),
-            headers: values
-                .iter()
-                .map(|v| ("a2a-version".to_string(), v.as_bytes().to_vec()))
-                .collect(),
-        }
+        Request::new("POST", "/", values.iter().map(|v| ("a2a-version", v)))
     }
 
     fn requested(values: &[&str]) -> Option<String> {

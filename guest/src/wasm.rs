@@ -21,11 +21,11 @@ wasip2::http::proxy::export!(Door);
 
 impl wasip2::exports::http::incoming_handler::Guest for Door {
     fn handle(request: IncomingRequest, out: ResponseOutparam) {
-        let head = Request {
-            method: method_name(request.method()),
-            path_with_query: request.path_with_query().unwrap_or_else(|| "/".into()),
-            headers: request.headers().entries(),
-        };
+        let head = Request::new(
+            method_name(request.method()),
+            request.path_with_query().unwrap_or_else(|| "/".into()),
+            request.headers().entries(),
+        );
         let declared = head
             .header("content-length")
             .and_then(|n| n.parse::<usize>().ok());

@@ -59,10 +59,7 @@ fn a_refused_stop_stops_nothing() {
         assert_eq!(body_of(&response)["error"]["code"], -32602);
         assert_eq!(response.header("A2A-Extensions"), None);
     }
-    let unversioned = Request {
-        headers: vec![("content-type".into(), b"application/json".to_vec())],
-        ..post(&[])
-    };
+    let unversioned = Request::new("POST", "/", [("content-type", "application/json")]);
     handle(&fake, &unversioned, || {
         br#"{"jsonrpc":"2.0","id":1,"method":"murmur.StopSession"}"#.to_vec()
     });

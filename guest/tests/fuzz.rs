@@ -290,17 +290,13 @@ fn request(u: &mut Unstructured) -> Result<Request> {
             } else {
                 u.arbitrary()?
             };
-            headers.push((name.to_string(), value));
+            headers.push((*name, value));
             if u.ratio(1, 20)? {
                 headers.push(headers.last().unwrap().clone());
             }
         }
     }
-    Ok(Request {
-        method: method.into(),
-        path_with_query: path,
-        headers,
-    })
+    Ok(Request::new(method, path, headers))
 }
 
 /// What every answer must be; answers what it was, for the tally.

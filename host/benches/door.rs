@@ -30,6 +30,20 @@ use murmur_door_host::session::Session;
 const MANIFEST: &str = "name: my-agent\nversion: 0.1.0\ntools: [bash]\ncapabilities: {shell: {allow: [bash]}}\nexports: {files: [out/]}\n";
 const REFUSED: &str = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#;
 const RUN_FOR: Duration = Duration::from_secs(3);
+/// Header lines a client library adds to a request's own.
+const MORE_HEADERS: &[(&str, &str)] = &[
+    ("user-agent", "a2a-client/1.0"),
+    ("accept", "application/json"),
+    ("accept-encoding", "gzip, deflate"),
+    ("x-request-id", "0123456789abcdef"),
+    (
+        "traceparent",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    ),
+    ("x-forwarded-for", "10.0.0.1"),
+    ("cache-control", "no-cache"),
+    ("pragma", "no-cache"),
+];
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -92,6 +106,24 @@ fn main() {
         });
     }
 
+    // A browser's or an SDK's client sends a few more header lines.
+    report("wasm door: refused, 10 headers", || {
+        runtime.block_on(async {
+            let mut request = hyper::Request::post("/")
+                .header("content-type", "application/json")
+                .header("a2a-version", "1.0");
+            for (name, value) in MORE_HEADERS {
+                request = request.header(*name, *value);
+            }
+            let request = request
+                .body(Bytes::from_static(REFUSED.as_bytes()))
+                .unwrap();
+            let response = server.respond(request).await;
+            assert_eq!(response.status(), 200);
+            response.into_body().collect().await.unwrap();
+        })
+    });
+
     let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"reply hi"}]}}}"#;
     let rpc = |body: String| {
         hyper::Request::post("/")
@@ -134,11 +166,11 @@ fn main() {
     });
 
     let native = Native(capsule(&session), identity(&session));
-    let card = murmur_door_guest::Request {
-        method: "GET".into(),
-        path_with_query: "/.well-known/agent-card.json".into(),
-        headers: vec![],
-    };
+    let card = murmur_door_guest::Request::new(
+        "GET",
+        "/.well-known/agent-card.json",
+        [] as [(&str, &str); 0],
+    );
     report("native door: GET card", || {
         assert_eq!(
             murmur_door_guest::handle(&native, &card, Vec::new)
@@ -148,17 +180,31 @@ fn main() {
             200
         );
     });
-    let refused = murmur_door_guest::Request {
-        method: "POST".into(),
-        path_with_query: "/".into(),
-        headers: vec![
-            ("content-type".into(), b"application/json".to_vec()),
-            ("a2a-version".into(), b"1.0".to_vec()),
-        ],
-    };
+    let refused = murmur_door_guest::Request::new(
+        "POST",
+        "/",
+        [("content-type", "application/json"), ("a2a-version", "1.0")],
+    );
     report("native door: refused JSON-RPC", || {
         assert_eq!(
             murmur_door_guest::handle(&native, &refused, || REFUSED.as_bytes().to_vec())
+                .whole()
+                .unwrap()
+                .status,
+            200
+        );
+    });
+    let more = murmur_door_guest::Request::new(
+        "POST",
+        "/",
+        [("content-type", "application/json"), ("a2a-version", "1.0")]
+            .iter()
+            .chain(MORE_HEADERS)
+            .copied(),
+    );
+    report("native door: refused, 10 headers", || {
+        assert_eq!(
+            murmur_door_guest::handle(&native, &more, || REFUSED.as_bytes().to_vec())
                 .whole()
                 .unwrap()
                 .status,

@@ -42,5 +42,5 @@ pub mod answers {
         require_store_data_send: true,
     });
 
-    pub use exports::murmur::door::answer::{Reply, RequestHead, Response};
+    pub use exports::murmur::door::answer::{FieldLine, Reply, RequestHead, Response};
 }

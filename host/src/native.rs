@@ -29,18 +29,14 @@ include!("../../guest/src/wasm/convert.rs");
 /// Answers one request with the native door; `body` has been read whole.
 pub async fn answer(session: Arc<Session>, request: Request<Bytes>) -> Response<HyperOutgoingBody> {
     let (parts, body) = request.into_parts();
-    let head = murmur_door_guest::Request {
-        method: parts.method.as_str().to_string(),
-        path_with_query: parts
-            .uri
-            .path_and_query()
-            .map_or("/".to_string(), |p| p.as_str().to_string()),
-        headers: parts
+    let head = murmur_door_guest::Request::new(
+        parts.method.as_str(),
+        parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+        parts
             .headers
             .iter()
-            .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
-            .collect(),
-    };
+            .map(|(n, v)| (n.as_str(), v.as_bytes())),
+    );
     let imports = Native::new(session, tokio::runtime::Handle::current());
     // The rules run on the request's own task, as the component's instance
     // does; what blocks in them (a held SendMessage) blocks in place.

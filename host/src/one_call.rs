@@ -9,11 +9,12 @@
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::HeaderMap;
 use hyper::http::request::Parts;
 use wasmtime::Store;
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 
-use crate::bindings::answers::{Answers, Reply, RequestHead};
+use crate::bindings::answers::{Answers, FieldLine, Reply, RequestHead};
 use crate::imports::request_body::BoxedBody;
 use crate::imports::response_stream::{self, HeadSender};
 use crate::request::RequestState;
@@ -28,15 +29,12 @@ pub async fn answer(
     body: BoxedBody,
     head: HeadSender,
 ) -> wasmtime::Result<()> {
-    let headers: Vec<(&str, &[u8])> = parts
-        .headers
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_bytes()))
-        .collect();
+    let (fields, lines) = header_lines(&parts.headers);
     let request = RequestHead {
         method: parts.method.as_str(),
         path_with_query: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
-        headers: &headers,
+        fields: &fields,
+        lines: &lines,
     };
     let door = &mut store.data_mut().door;
     door.body = Some(body);
@@ -74,4 +72,27 @@ pub async fn answer(
             "the door answered whole after opening a stream",
         )),
     }
+}
+
+/// The request's header lines as `request-head` carries them: every name
+/// and value one after the other, and their lengths. Lowered as two lists
+/// whatever the number of lines, where a list of strings would cost a call
+/// into the door for each name and each value.
+fn header_lines(headers: &HeaderMap) -> (Vec<u8>, Vec<FieldLine>) {
+    let bytes = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    let mut fields = Vec::with_capacity(bytes);
+    let mut lines = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        fields.extend_from_slice(name.as_str().as_bytes());
+        fields.extend_from_slice(value.as_bytes());
+        // hyper holds a head to `--max-header-bytes`, far under 4 GiB.
+        lines.push(FieldLine {
+            name_len: name.as_str().len() as u32,
+            value_len: value.len() as u32,
+        });
+    }
+    (fields, lines)
 }

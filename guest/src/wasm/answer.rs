@@ -14,11 +14,12 @@ export!(OneCall with_types_in super::host);
 
 impl Guest for OneCall {
     fn answer(head: RequestHead) -> Wire {
-        let request = Request {
-            method: head.method,
-            path_with_query: head.path_with_query,
-            headers: head.headers,
-        };
+        let lines = head
+            .lines
+            .into_iter()
+            .map(|line| (line.name_len, line.value_len))
+            .collect();
+        let request = Request::from_fields(head.method, head.path_with_query, head.fields, lines);
         match crate::handle_unless_unread(&Host, &request, request_body::read) {
             Reply::Whole(response) => Wire::Whole(Response {
                 status: response.status,

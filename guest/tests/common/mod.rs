@@ -359,26 +359,12 @@ impl Imports for FakeHost {
 pub fn post(headers: &[(&str, &str)]) -> Request {
     let mut all = vec![("content-type", "application/json"), ("a2a-version", "1.0")];
     all.extend_from_slice(headers);
-    Request {
-        method: "POST".into(),
-        path_with_query: "/".into(),
-        headers: all
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
-            .collect(),
-    }
+    Request::new("POST", "/", all)
 }
 
 /// A request with exactly these headers, in order.
 pub fn request(method: &str, path: &str, headers: &[(&str, &str)]) -> Request {
-    Request {
-        method: method.into(),
-        path_with_query: path.into(),
-        headers: headers
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
-            .collect(),
-    }
+    Request::new(method, path, headers.iter().copied())
 }
 
 /// A JSON-RPC body with id 1, as the end-to-end tests write it.
