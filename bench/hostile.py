@@ -195,24 +195,44 @@ def open_watch(door, token=None, last_event_id=None):
     return s
 
 
-def unread_streams():
-    """50 WatchSession streams that never read, four tasks writing 1 MiB events."""
-    door = Door(PUBLIC)
-    before = door.rss_mb()
-    streams = [open_watch(door) for _ in range(50)]
-    time.sleep(0.5)
-    text = "x" * (1 << 20)
-    for _ in range(4):
-        door.rpc(send(text))
-    time.sleep(2)
-    held = door.rss_mb()
-    print(f"unread-streams: 50 unread streams, four 1 MiB events: RSS {before:.0f} -> {held:.0f} MB "
-          f"(+{(held - before) / 50:.1f} MB a stream)")
-    for s in streams:
-        s.close()
-    time.sleep(1.5)
-    print(f"unread-streams: after the streams closed: RSS {door.rss_mb():.0f} MB")
-    door.stop()
+def unread_streams(streams=50, mib=8):
+    """`streams` WatchSession streams that never read (4 KiB receive
+    buffers), then two tasks each writing a `progress` of `mib` MiB: four
+    events of that size (a working status and a text frame each). What the
+    streams add is the RSS grown, less what the same tasks add with no
+    stream open (run first, in a door of its own)."""
+    text = "x" * ((mib << 20) - 4096)
+
+    def grown(count):
+        door = Door(PUBLIC)
+        before = door.rss_mb()
+        socks = []
+        for _ in range(count):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect((door.host, door.port))
+            body = json.dumps({"jsonrpc": "2.0", "id": "w", "method": "murmur.WatchSession",
+                               "params": {}}).encode()
+            s.sendall(post_head(door, len(body)) + body)
+            socks.append(s)
+        time.sleep(0.5)
+        for _ in range(2):
+            door.rpc(send(f"progress {text}"))
+        time.sleep(3)
+        held = door.rss_mb()
+        well = door.well_behaved()
+        for s in socks:
+            s.close()
+        door.stop()
+        return held - before, well
+
+    none, _ = grown(0)
+    one, _ = grown(1)
+    many, well = grown(streams)
+    print(f"unread-streams: four {mib} MiB events: RSS +{none:.0f} MB with no stream, "
+          f"+{one:.0f} MB with 1 unread stream, +{many:.0f} MB with {streams}: "
+          f"{(many - one) / (streams - 1):.2f} MB for each stream beyond the first; "
+          f"meanwhile card {well[0]} in {well[1]} ms, GetTask {well[2]} in {well[3]} ms")
 
 
 def replay():

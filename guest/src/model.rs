@@ -439,4 +439,6 @@ pub enum Next {
     Idle,
     /// The client left while the host passed events on.
     Left,
+    /// The host wrote the event the stream ends on.
+    Ended,
 }

@@ -251,7 +251,7 @@ pub fn pump<I: Imports>(
                 }
                 continue;
             }
-            Next::Left => return,
+            Next::Left | Next::Ended => return,
             Next::Delivery(delivery) => delivery,
         };
         let (framed, ends) = match delivery {
@@ -326,6 +326,16 @@ impl Follow {
             Follow::Session => Vec::new(),
         }
     }
+}
+
+/// The SSE event every stream of this door version writes for `event`
+/// (with its frames, which the streams that send them pass on), its
+/// request id cut out: what the host asks of an instance of its own
+/// (`framing`), so no stream's instance holds an event's bytes.
+pub fn frame_event<I: Imports>(imports: &I, event: Event) -> Framed {
+    let (id, state) = (event.id, event.state());
+    let result = render(imports, event, true).expect("rendered with its frames");
+    frame(id, state, &result)
 }
 
 /// The SSE event for event `id` whose StreamResponse is `result`, its

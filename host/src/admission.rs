@@ -16,8 +16,16 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Door instances one caller may hold at once (`--max-instances-per-caller`).
+/// Door instances one caller may hold at once (`--max-instances-per-caller`)
+/// when `--max-instances` leaves room for it: see [`caller_share`].
 pub const MAX_INSTANCES_PER_CALLER: u32 = 512;
+
+/// A caller's share of `max_instances`: what the operator set, or else half
+/// of them, and at most [`MAX_INSTANCES_PER_CALLER`], so that however low
+/// `--max-instances` is set one caller never takes every instance.
+pub fn caller_share(max_instances: u32, explicit: Option<u32>) -> u32 {
+    explicit.unwrap_or((max_instances / 2).clamp(1, MAX_INSTANCES_PER_CALLER))
+}
 /// How long a request waits for an instance when every one is in use
 /// (`--instance-wait-ms`).
 pub const INSTANCE_WAIT: Duration = Duration::from_millis(1000);
@@ -161,6 +169,18 @@ impl Drop for Slot {
 
 #[cfg(test)]
 mod tests {
+    /// Half of `--max-instances` unless the operator says otherwise, and
+    /// never more than the default share.
+    #[test]
+    fn a_share_is_half_the_instances_unless_set() {
+        use super::caller_share;
+        assert_eq!(caller_share(1100, None), 512);
+        assert_eq!(caller_share(200, None), 100);
+        assert_eq!(caller_share(1, None), 1);
+        assert_eq!(caller_share(200, Some(300)), 300);
+        assert_eq!(caller_share(200, Some(7)), 7);
+    }
+
     use super::*;
 
     fn caller(n: u8) -> Caller {

@@ -44,3 +44,22 @@ pub mod answers {
 
     pub use exports::murmur::door::answer::{FieldLine, Reply, RequestHead, Response};
 }
+
+/// The door's `framing` export, as the host calls it on an instance of its
+/// own (see [`crate::framing`]); its types are the imports' own.
+pub mod framings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "murmur:door/framings",
+        exports: { default: async },
+        with: {
+            "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll,
+            "wasi:io/streams": wasmtime_wasi::p2::bindings::io::streams,
+            "wasi:io/error": wasmtime_wasi::p2::bindings::io::error,
+            "murmur:door/session": super::session,
+            "murmur:door/task-store": super::task_store,
+            "murmur:door/events": super::events,
+        },
+        require_store_data_send: true,
+    });
+}

@@ -11,6 +11,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyIndices};
 
 use crate::bindings::answers::{Answers, AnswersIndices};
+use crate::bindings::framings::FramingsIndices;
 
 use crate::cache::{CompileCache, Compiled};
 use crate::cpu::TICK;
@@ -36,6 +37,10 @@ pub const IDLE_INSTANCES: u32 = 16;
 /// Bytes of a door's linear memory its pool slot keeps resident between
 /// requests (see [`engine_for`]).
 pub const KEEP_RESIDENT: usize = 128 << 10;
+/// Instances framing events at once, across the engine (see
+/// [`crate::framing`]): the pool holds them beside every other, so a pool
+/// full of streams still frames their events.
+pub const FRAMING_SLOTS: u32 = 2;
 
 /// The engine every door version runs on, and the thread that ticks its
 /// epoch every [`TICK`]. Clones share both; the thread stops, and is
@@ -48,9 +53,19 @@ pub struct DoorEngine {
     cache: Option<CompileCache>,
     /// Doors compiled, and doors loaded from the cache, on this engine.
     pub compiles: Arc<[AtomicU64; 2]>,
+    /// The pool slots kept for instances that frame events.
+    framing: Arc<tokio::sync::Semaphore>,
 }
 
 impl DoorEngine {
+    /// One of the pool slots kept for framing events, once one is free.
+    pub async fn framing_slot(&self) -> tokio::sync::SemaphorePermit<'_> {
+        self.framing
+            .acquire()
+            .await
+            .expect("the framing slots are never closed")
+    }
+
     /// Doors compiled on this engine are kept in `cache`, and a door found
     /// there is not compiled again.
     pub fn with_cache(mut self, cache: CompileCache) -> DoorEngine {
@@ -123,6 +138,7 @@ pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result
         _ticker: Arc::new(ticker),
         cache: None,
         compiles: Arc::default(),
+        framing: Arc::new(tokio::sync::Semaphore::new(FRAMING_SLOTS as usize)),
     })
 }
 
@@ -130,8 +146,9 @@ pub fn engine_for(max_instances: u32, max_memory_bytes: usize) -> anyhow::Result
 /// PAGEMAP_SCAN and reset in place (an engine with it fails to build on a
 /// kernel without it).
 fn config(max_instances: u32, max_memory_bytes: usize, resident: bool) -> Config {
-    // One more than the requests may hold: a swap's trial instance.
-    let max_instances = max_instances.saturating_add(1);
+    // One more than the requests may hold, a swap's trial instance, and
+    // the instances that frame events.
+    let max_instances = max_instances.saturating_add(1 + FRAMING_SLOTS);
     let cores = max_instances.saturating_mul(4);
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(max_instances)
@@ -166,6 +183,8 @@ pub struct Door {
     pub proxy: ProxyIndices,
     /// Where its one-call `answer` export is, when it has one.
     pub answers: Option<AnswersIndices>,
+    /// The `framing` export, when the door has it (see [`crate::framing`]).
+    pub framing: Option<FramingsIndices>,
     /// `sha256:<hex>` of the component's bytes.
     pub digest: String,
     /// The engine it was compiled for, which a swap compiles the next
@@ -312,10 +331,12 @@ fn link(
     )?;
     // A door without the export (an older build) answers through wasi:http.
     let answers = AnswersIndices::new(&pre).ok();
+    let framing = FramingsIndices::new(&pre).ok();
     Ok(Door {
         pre,
         proxy,
         answers,
+        framing,
         digest: digest(bytes),
         engine: engine.clone(),
         compiled,
@@ -475,7 +496,7 @@ mod tests {
     }
 
     /// The embedded door is the `door` world: it exports the wasi:http
-    /// handler and the one-call answer, and imports session and tokens
+    /// handler, the one-call answer and the framing of events, and imports session and tokens
     /// beside wasi's own interfaces.
     #[test]
     fn the_embedded_door_is_the_door_world() {
@@ -488,7 +509,8 @@ mod tests {
             exports,
             [
                 "wasi:http/incoming-handler@0.2.12",
-                "murmur:door/answer@0.1.0"
+                "murmur:door/answer@0.1.0",
+                "murmur:door/framing@0.1.0"
             ]
         );
         let imports: Vec<&str> = ty.imports(&engine).map(|(name, _)| name).collect();

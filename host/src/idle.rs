@@ -470,7 +470,8 @@ mod tests {
     #[test]
     fn kept_instances_give_way_to_a_request() {
         let runtime = runtime();
-        // Two slots: one request's, and one for a swap's trial instance.
+        // Four slots: one request's, one for a swap's trial instance and
+        // two for framing events, which kept instances fill first.
         let engine = engine::engine_for(1, 16 << 20).unwrap();
         let door = Door::load(&engine, engine::EMBEDDED_DOOR).unwrap();
         let server = Server::new(door, session()).with_limits(Limits {
@@ -480,11 +481,11 @@ mod tests {
         runtime.block_on(async {
             let first = answer(&server, rpc("a", REFUSED)).await;
             assert!(!String::from_utf8_lossy(&first.2).contains("-32603"));
-            for token in ["b", "c"] {
+            for token in ["b", "c", "d", "e"] {
                 assert_eq!(answer(&server, rpc(token, REFUSED)).await, first);
             }
         });
-        assert_eq!(kept(server.idle()), [(bearer("c"), 1, 1)]);
+        assert_eq!(kept(server.idle()), [(bearer("e"), 1, 1)]);
     }
 
     /// In a host, a caller's instance serves its next request to another

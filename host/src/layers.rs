@@ -22,6 +22,8 @@ const LAYERS: &[&[&str]] = &[
     &["engine"],
     // A request answered in one call of the door's `answer` export.
     &["one_call"],
+    // Events framed once for every stream, on instances of their own.
+    &["framing"],
     // What a door version answered that is the same for every request.
     &["card_cache"],
     // Versions of the door, and the operator's surface over them.

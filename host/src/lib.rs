@@ -14,6 +14,7 @@ pub mod connections;
 pub mod control;
 pub mod cpu;
 pub mod engine;
+pub mod framing;
 pub mod host;
 pub mod host_control;
 pub mod idle;

@@ -200,9 +200,9 @@ struct DoorArgs {
     pub max_connections: usize,
     /// Door instances one caller (a token on an authenticated door, a
     /// client address on a public one) may hold at once; past it 429.
-    #[arg(long, value_name = "N", default_value_t = admission::MAX_INSTANCES_PER_CALLER,
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub max_instances_per_caller: u32,
+    /// Default: half of --max-instances, at most 512.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_instances_per_caller: Option<u32>,
     /// Milliseconds a request waits for a door instance when all are in
     /// use; then 503.
     #[arg(long, value_name = "MS", default_value_t = admission::INSTANCE_WAIT.as_millis() as u64,
@@ -259,6 +259,16 @@ impl DoorArgs {
             (_, Some(command)) => Arc::new(CommandAgent::new(command)),
             (AgentKind::Script, None) => Arc::new(ScriptAgent),
         };
+        if let Some(share) = self
+            .max_instances_per_caller
+            .filter(|share| *share > self.max_instances)
+        {
+            tracing::warn!(
+                max_instances_per_caller = share,
+                max_instances = self.max_instances,
+                "one caller may take every door instance: its share is above --max-instances"
+            );
+        }
         Settings {
             agent,
             replay: Replay {
@@ -279,7 +289,10 @@ impl DoorArgs {
                 max_connections: self.max_connections,
                 max_instances: self.max_instances,
                 idle_instances: self.idle_instances,
-                max_instances_per_caller: self.max_instances_per_caller,
+                max_instances_per_caller: admission::caller_share(
+                    self.max_instances,
+                    self.max_instances_per_caller,
+                ),
                 instance_wait: Duration::from_millis(self.instance_wait_ms),
                 max_door_memory_bytes: (self.max_door_memory_mb as usize) << 20,
             },

@@ -627,6 +627,7 @@ impl Server {
                 (store, None, 0)
             }
         };
+        store.data_mut().door.framer = serving.live().framer(&self.stores);
         let memory = store.data().memory.refused();
         let changed = store.data().door.changed.clone();
         // Out of memory before it changed the session, the door refused the

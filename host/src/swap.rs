@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 use crate::card_cache::CardCache;
 use crate::cpu;
 use crate::engine::{Door, DoorEngine};
+use crate::framing::Framer;
+use crate::imports::events::FrameEvents;
 use crate::request::Stores;
 use crate::tasks;
 
@@ -75,9 +77,20 @@ pub struct Live {
     in_flight: AtomicU64,
     /// Its answer to a plain GET of the card, once it has given one.
     pub card: CardCache,
+    /// What frames events for its streams, once one asked.
+    framer: std::sync::OnceLock<Option<Arc<Framer>>>,
 }
 
 impl Live {
+    /// What frames events for this version's streams, with `stores`'
+    /// limits; none when the door does not export `framing`.
+    pub fn framer(&self, stores: &Stores) -> Option<Arc<dyn FrameEvents>> {
+        let framer = self
+            .framer
+            .get_or_init(|| Framer::new(&self.door, stores, self.version).map(Arc::new));
+        framer.clone().map(|f| f as Arc<dyn FrameEvents>)
+    }
+
     pub fn in_flight(&self) -> u64 {
         self.in_flight.load(Ordering::Relaxed)
     }
@@ -168,6 +181,7 @@ impl Doors {
                 loaded_at_ms: tasks::now_ms(),
                 in_flight: AtomicU64::new(0),
                 card: CardCache::default(),
+                framer: std::sync::OnceLock::new(),
             }),
             slots: Mutex::new(Slots {
                 previous: None,
@@ -304,6 +318,7 @@ impl Doors {
             loaded_at_ms: tasks::now_ms(),
             in_flight: AtomicU64::new(0),
             card: CardCache::default(),
+            framer: std::sync::OnceLock::new(),
         });
         slots.next_version += 1;
         let old = self.live.swap(new.clone());

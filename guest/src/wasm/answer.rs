@@ -2,8 +2,12 @@
 //! one record, the body is read through `request-body` only when the check
 //! order reaches it, and a whole answer goes back as one record; a stream is
 //! written, within the same call, to the body `response-stream` opens.
+//! The same export frames events for the streams (`framing`), on an
+//! instance the host calls for nothing else.
 
 use super::host::exports::murmur::door::answer::{Guest, Reply as Wire, RequestHead, Response};
+use super::host::exports::murmur::door::framing;
+use super::host::murmur::door::events;
 use super::host::murmur::door::{request_body, response_stream};
 use super::host::{Host, export};
 use crate::{Reply, Request};
@@ -33,5 +37,11 @@ impl Guest for OneCall {
                 Wire::Streamed
             }
         }
+    }
+}
+
+impl framing::Guest for OneCall {
+    fn frame(event: events::Event) -> events::Framed {
+        super::host::frame(event)
     }
 }

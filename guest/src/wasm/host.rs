@@ -142,6 +142,7 @@ impl Imports for Host {
             events::Passed::Delivery(delivery) => Next::Delivery(from_delivery(delivery)),
             events::Passed::Idle => Next::Idle,
             events::Passed::Left => Next::Left,
+            events::Passed::Ended => Next::Ended,
         }
     }
 
@@ -162,6 +163,22 @@ impl Imports for Host {
             let _ = write!(id, "{byte:02x}");
         }
         id
+    }
+}
+
+/// Frames `event` for the streams of this door version (see
+/// [`crate::streams::frame_event`]).
+pub(super) fn frame(event: events::Event) -> events::Framed {
+    let Delivery::Event(event) = from_delivery(events::Delivery::Event(event)) else {
+        unreachable!("an event converts to an event")
+    };
+    let framed = crate::streams::frame_event(&Host, event);
+    events::Framed {
+        id: framed.id,
+        state: framed.state.map(to_store_state),
+        frame: framed.frame,
+        sse: framed.sse,
+        request_id_at: framed.request_id_at as u32,
     }
 }
 

@@ -4,14 +4,67 @@
 //! task layer's [`Reader`] under the same handle. The bindings know only
 //! their marker type, so each call names the reader by the handle's rep.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use wasmtime::component::Resource;
 
 use super::DoorCtxView;
-use crate::bindings::events::{Events, Host, HostEvents, OutputStream, Passed};
+use crate::bindings::events::{Event, Events, Host, HostEvents, OutputStream, Passed};
 use crate::bindings::task_store::{Caller, TaskError, TaskState};
-use crate::tasks::events::{Read, Reader};
+use crate::tasks::events::{Claimed, Framing, Read, Reader};
+
+/// An event's framing: its SSE bytes and where the request id goes; none
+/// when the door could not frame it.
+pub type Framed = Pin<Box<dyn Future<Output = Option<(Vec<u8>, usize)>> + Send>>;
+
+/// Frames an event as one door version does, on an instance of its own
+/// (the door's `framing` export).
+pub trait FrameEvents: Send + Sync {
+    fn frame(self: Arc<Self>, event: Arc<Event>) -> Framed;
+}
+
+/// How writing one framed event to a stream went.
+enum Wrote {
+    Whole,
+    /// The event left the replay buffer before any of it was written: the
+    /// stream reads on (it lagged).
+    Skipped,
+    /// The client left, or the event left the buffer half written.
+    Cut,
+}
+
+/// Writes `framing` to `out` with `request_id` put in, a permit's worth
+/// at a time. Between writes it holds the framing only weakly: a stream
+/// whose client does not read keeps no event alive, only what it queued.
+async fn write_framed(
+    out: &mut OutputStream,
+    framing: Weak<Framing>,
+    request_id: &[u8],
+    total: usize,
+) -> Wrote {
+    let mut at = 0;
+    while at < total {
+        let Ok(permit) = out.write_ready().await else {
+            return Wrote::Cut;
+        };
+        let Some(framing) = framing.upgrade() else {
+            return if at == 0 { Wrote::Skipped } else { Wrote::Cut };
+        };
+        let chunk = framing.copy_out(request_id, at, permit);
+        drop(framing);
+        at += chunk.len();
+        if out.write(chunk).is_err() {
+            return Wrote::Cut;
+        }
+    }
+    match out.flush() {
+        Ok(()) => Wrote::Whole,
+        Err(_) => Wrote::Cut,
+    }
+}
 
 /// The table's reader behind the door's handle.
 pub(crate) fn reader(handle: &Resource<Events>) -> Resource<Reader> {
@@ -79,7 +132,9 @@ impl HostEvents for DoorCtxView<'_> {
     }
 
     /// The stream's loop for what its door version already framed: each
-    /// such event costs a copy and a write, and no call into the door.
+    /// such event costs a copy and a write, and no call into the door. An
+    /// event not framed yet is framed once for every stream of the
+    /// version, on an instance of its own, when the door exports `framing`.
     async fn pass_on(
         &mut self,
         events: Resource<Events>,
@@ -93,9 +148,37 @@ impl HostEvents for DoorCtxView<'_> {
         // (a timer set and cleared at each wait cost a delivery about 3%).
         let idle = tokio::time::sleep(Duration::from_millis(wait_ms));
         tokio::pin!(idle);
+        let framer = self.ctx.framer.clone();
         loop {
             let reader = self.table.get_mut(&reader(&events))?;
-            let Some(read) = reader.read() else {
+            let read = match &framer {
+                Some(framer) => match reader.read_claiming() {
+                    Some(Claimed::Read(read)) => Some(read),
+                    Some(Claimed::Frame(event)) => {
+                        // In a task of its own: the framing is kept for
+                        // every stream, whatever becomes of this one.
+                        let (log, version) = reader.log();
+                        let log = log.clone();
+                        let framer = framer.clone();
+                        tokio::spawn(async move {
+                            let id = event.id;
+                            let framed = framer.frame(event).await;
+                            log.framed(id, version, framed);
+                        });
+                        continue;
+                    }
+                    Some(Claimed::Wait) => {
+                        tokio::select! {
+                            biased;
+                            () = reader.changed() => continue,
+                            () = &mut idle => return Ok(Passed::Idle),
+                        }
+                    }
+                    None => None,
+                },
+                None => reader.read(),
+            };
+            let Some(read) = read else {
                 tokio::select! {
                     biased;
                     () = reader.wait() => continue,
@@ -107,26 +190,21 @@ impl HostEvents for DoorCtxView<'_> {
                 frame,
                 framing,
                 ..
-            } = &read
+            } = read
             else {
                 return Ok(Passed::Delivery(read.into_delivery()));
             };
-            if state.is_some_and(|state| ends_at.contains(&state)) {
-                // The door writes the event a stream ends on, and ends it.
-                return Ok(Passed::Delivery(read.into_delivery()));
-            }
-            if *frame && !frames {
+            if frame && !frames {
                 continue;
             }
-            let (first, rest) = framing.with_request_id(&request_id);
+            let ends = state.is_some_and(|state| ends_at.contains(&state));
+            let total = framing.written_len(&request_id);
+            let framing = Arc::downgrade(&framing);
             let out = self.table.get_mut(&out)?;
-            let written = match out.blocking_write_and_flush(first).await {
-                Ok(()) if rest.is_empty() => Ok(()),
-                Ok(()) => out.blocking_write_and_flush(rest).await,
-                Err(e) => Err(e),
-            };
-            if written.is_err() {
-                return Ok(Passed::Left);
+            match write_framed(out, framing, &request_id, total).await {
+                Wrote::Whole if ends => return Ok(Passed::Ended),
+                Wrote::Whole | Wrote::Skipped => {}
+                Wrote::Cut => return Ok(Passed::Left),
             }
         }
     }

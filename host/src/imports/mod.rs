@@ -41,6 +41,9 @@ pub struct DoorCtx {
     /// The task this request started, and who started it (see
     /// [`DoorCtx::started_by`]).
     pub started: Option<(Caller, String)>,
+    /// What frames events for this version's streams apart from them,
+    /// when the door can (see [`events::FrameEvents`]).
+    pub framer: Option<Arc<dyn events::FrameEvents>>,
 }
 
 impl DoorCtx {
@@ -53,6 +56,7 @@ impl DoorCtx {
             body: None,
             head: None,
             started: None,
+            framer: None,
         }
     }
 

@@ -86,7 +86,9 @@ fn build(root: &Path) -> Result<PathBuf> {
     Ok(target_dir.join("wasm32-wasip2/wasm"))
 }
 
-/// `wac plug --plug fixture door`.
+/// `wac plug --plug fixture door`, but for the door's `framing` export:
+/// its types are the `events` interface's, which the fixture now provides
+/// inside the composition, and a host of its own is what calls it anyway.
 fn compose(door: &Path, fixture: &Path) -> Result<Vec<u8>> {
     let mut graph = CompositionGraph::new();
     let socket = Package::from_file("murmur:door", None, door, graph.types_mut())
@@ -95,7 +97,36 @@ fn compose(door: &Path, fixture: &Path) -> Result<Vec<u8>> {
     let plug = Package::from_file("murmur:fixture", None, fixture, graph.types_mut())
         .with_context(|| format!("reading {}", fixture.display()))?;
     let plug = graph.register_package(plug)?;
-    wac_graph::plug(&mut graph, vec![plug], socket).context("plugging the fixture")?;
+    let door = graph.instantiate(socket);
+    let provided: Vec<String> = graph.types()[graph[plug].ty()]
+        .exports
+        .keys()
+        .filter(|name| {
+            graph.types()[graph[socket].ty()]
+                .imports
+                .contains_key(*name)
+        })
+        .cloned()
+        .collect();
+    ensure!(
+        !provided.is_empty(),
+        "the fixture provides none of the door's imports"
+    );
+    let fixture = graph.instantiate(plug);
+    for name in provided {
+        let export = graph.alias_instance_export(fixture, &name)?;
+        graph.set_instantiation_argument(door, &name, export)?;
+    }
+    let exports: Vec<String> = graph.types()[graph[socket].ty()]
+        .exports
+        .keys()
+        .filter(|name| !name.starts_with("murmur:door/framing"))
+        .cloned()
+        .collect();
+    for name in exports {
+        let export = graph.alias_instance_export(door, &name)?;
+        graph.export(export, &name)?;
+    }
     graph
         .encode(EncodeOptions::default())
         .context("encoding the composition")

@@ -17,8 +17,10 @@
 //!
 //! 1. `gap(after, oldest - 1)` once, when the id it was opened after is older
 //!    than the buffer can supply;
-//! 2. `lagged(position, oldest - 1)` whenever it fell so far behind that the
-//!    buffer evicted the events after its position;
+//! 2. `lagged(position, through)` whenever it fell so far behind that the
+//!    buffer evicted the events after its position: a session reader goes
+//!    on from the newest event (`through` is it), a task reader from the
+//!    oldest buffered one, so it still reads how its task ends;
 //! 3. the buffered events after its position (of its task, for a task
 //!    reader);
 //! 4. `closed` once the door closes and it has read every event written
@@ -27,12 +29,13 @@
 //! A waiting reader holds no thread and no lock: `pass-on` awaits a watch
 //! channel the log bumps on every publish and on close.
 //!
-//! Framed once: the first stream of a door version to deliver an event keeps
-//! the SSE event it wrote for it, its request id cut out, beside the event
-//! ([`Reader::keep_framed`]), and every later reader of that version gets
-//! those bytes (`framed`, or written by `pass-on`) instead of the event to
-//! render again. Each door
-//! version keeps its own: a swap never mixes two versions' framing.
+//! Framed once: the first reader of a door version to meet an event not
+//! framed yet claims its framing ([`Reader::read_claiming`]), has it framed
+//! apart, and reports it ([`EventLog::framed`]); the other readers of that
+//! version wait for it, then get those bytes (`framed`, or written by
+//! `pass-on`) instead of the event to render. A door that frames in its
+//! stream keeps its framing the same way ([`Reader::keep_framed`]). Each
+//! door version keeps its own: a swap never mixes two versions' framing.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -212,6 +215,29 @@ struct Entry {
     event: Arc<Event>,
     /// At most one per door version.
     framed: Vec<Arc<Framing>>,
+    /// Door versions framing it on an instance of their own, or that could
+    /// not ([`Reader::read_claiming`]).
+    claims: Vec<Claim>,
+}
+
+/// A door version's framing of an event, once a reader asked for it.
+#[derive(Clone, Copy)]
+struct Claim {
+    version: u64,
+    /// It could not be framed apart: each stream's door is given the event.
+    failed: bool,
+}
+
+/// What [`Reader::read_claiming`] read.
+pub enum Claimed {
+    /// As [`Reader::read`] reads it.
+    Read(Read),
+    /// An event no door of the reader's version framed yet: the reader is
+    /// to have it framed, then report with [`EventLog::framed`].
+    Frame(Arc<Event>),
+    /// Another reader is having the next event framed: wait for a change
+    /// ([`Reader::changed`]).
+    Wait,
 }
 
 /// One door version's SSE event for an event, its request id cut out at
@@ -223,19 +249,32 @@ pub struct Framing {
 }
 
 impl Framing {
-    /// The event as one stream writes it, its request id (JSON) put in: the
-    /// first 4 KiB as a copy, the rest as slices of the one framing every
-    /// stream shares.
-    pub fn with_request_id(&self, request_id: &[u8]) -> (Bytes, Bytes) {
+    /// The bytes of the event as a stream with `request_id` (JSON) writes
+    /// it.
+    pub fn written_len(&self, request_id: &[u8]) -> usize {
+        self.sse.len() + request_id.len()
+    }
+
+    /// Bytes `at..` of the event as a stream with `request_id` writes it,
+    /// `max` at most, copied: what a stream has queued never keeps the
+    /// framing itself alive.
+    pub fn copy_out(&self, request_id: &[u8], at: usize, max: usize) -> Bytes {
         let (head, tail) = self.sse.split_at(self.request_id_at);
-        let copied = tail
-            .len()
-            .min(4096usize.saturating_sub(head.len() + request_id.len()));
-        let first = [head, request_id, &tail[..copied]].concat();
-        (
-            Bytes::from(first),
-            self.sse.slice(self.request_id_at + copied..),
-        )
+        let mut out = Vec::with_capacity(max.min(self.written_len(request_id).saturating_sub(at)));
+        let mut skip = at;
+        for part in [head, request_id, tail] {
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            let take = (part.len() - skip).min(max - out.len());
+            out.extend_from_slice(&part[skip..skip + take]);
+            skip = 0;
+            if out.len() == max {
+                break;
+            }
+        }
+        Bytes::from(out)
     }
 }
 
@@ -253,9 +292,10 @@ impl Entry {
 
 impl Buffer {
     /// Drops the oldest events until the buffer is within `capacity` events
-    /// and `max_bytes` (the newest always stays).
-    fn evict(&mut self, capacity: usize, max_bytes: usize) {
-        while self.events.len() > capacity || (self.bytes > max_bytes && self.events.len() > 1) {
+    /// and `max_bytes`; the bytes never evict event `keep` or a newer one
+    /// (the newest always stays).
+    fn evict(&mut self, capacity: usize, max_bytes: usize, keep: u64) {
+        while self.events.len() > capacity || (self.bytes > max_bytes && self.first < keep) {
             let Some(oldest) = self.events.pop_front() else {
                 break;
             };
@@ -352,11 +392,12 @@ impl EventLog {
                     body,
                 }),
                 framed: Vec::new(),
+                claims: Vec::new(),
             };
             buffer.bytes += entry.bytes();
             buffer.events.push_back(entry);
             buffer.latest = id;
-            buffer.evict(self.capacity, self.max_bytes);
+            buffer.evict(self.capacity, self.max_bytes, id);
         }
         drop(buffer);
         self.wake.send_replace(());
@@ -387,7 +428,34 @@ impl EventLog {
         let bytes = std::mem::size_of::<Framing>() + framing.sse.len();
         entry.framed.push(Arc::new(framing));
         buffer.bytes += bytes;
-        buffer.evict(self.capacity, self.max_bytes);
+        // Never the event framed: the readers waiting for its framing
+        // read it next.
+        buffer.evict(self.capacity, self.max_bytes, id);
+    }
+
+    /// How door `version`'s framing of event `id`, on an instance of its
+    /// own, went: kept as [`EventLog::keep_framed`] keeps it, or, when it
+    /// could not be framed (`None`), each stream's door is given the event.
+    /// Wakes the readers waiting for it.
+    pub fn framed(&self, id: u64, version: u64, framed: Option<(Vec<u8>, usize)>) {
+        {
+            let mut buffer = self.lock();
+            if id >= buffer.first && id <= buffer.latest {
+                let index = (id - buffer.first) as usize;
+                let claims = &mut buffer.events[index].claims;
+                match &framed {
+                    Some(_) => claims.retain(|c| c.version != version),
+                    None => claims
+                        .iter_mut()
+                        .filter(|c| c.version == version)
+                        .for_each(|c| c.failed = true),
+                }
+            }
+        }
+        if let Some((sse, request_id_at)) = framed {
+            self.keep_framed(id, version, sse, request_id_at);
+        }
+        self.wake.send_replace(());
     }
 
     /// The door closes: every reader ends with `closed` once it has read the
@@ -501,12 +569,20 @@ impl Cursor {
             return Next::Nothing;
         }
         if self.position + 1 < buffer.first {
-            let lost = (self.position, buffer.first - 1);
-            return Next::Lost(if self.opened_in_gap {
-                Delivery::Gap(lost)
-            } else {
-                Delivery::Lagged(lost)
-            });
+            if self.opened_in_gap {
+                return Next::Lost(Delivery::Gap((self.position, buffer.first - 1)));
+            }
+            // A session reader that fell behind goes on from the live edge;
+            // a task reader from the oldest buffered event, so that it
+            // still reads how its task ends.
+            let through = match self.task_id {
+                None => buffer
+                    .closed_at
+                    .unwrap_or(buffer.latest)
+                    .max(buffer.first - 1),
+                Some(_) => buffer.first - 1,
+            };
+            return Next::Lost(Delivery::Lagged((self.position, through)));
         }
         let end = buffer.closed_at.unwrap_or(buffer.latest);
         while self.position < end {
@@ -563,25 +639,74 @@ impl Reader {
 
     /// The next delivery, a framed event as its framing.
     pub fn read(&mut self) -> Option<Read> {
+        match self.read_with(false)? {
+            Claimed::Read(read) => Some(read),
+            Claimed::Frame(_) | Claimed::Wait => unreachable!("claims are not made"),
+        }
+    }
+
+    /// As [`Reader::read`], but an event its version has not framed is
+    /// framed apart, once: the first reader to meet it claims it
+    /// ([`Claimed::Frame`]), the others wait for the framing
+    /// ([`Claimed::Wait`]), and none moves past it until it is framed or
+    /// could not be (then it is read as an event).
+    pub fn read_claiming(&mut self) -> Option<Claimed> {
+        // Marked seen before looking: a framing kept after the look wakes
+        // a reader told to wait.
+        self.wake.borrow_and_update();
+        self.read_with(true)
+    }
+
+    /// Resolves at the log's next change (a publish, a framing, the close).
+    /// Cancel-safe.
+    pub async fn changed(&mut self) {
+        let _ = self.wake.changed().await;
+    }
+
+    /// The log this reader reads, and its door version: where a framing it
+    /// claimed is reported.
+    pub fn log(&self) -> (&Arc<EventLog>, u64) {
+        (&self.log, self.version)
+    }
+
+    fn read_with(&mut self, claiming: bool) -> Option<Claimed> {
         let event = {
-            let buffer = self.log.lock();
+            let mut buffer = self.log.lock();
             let cursor = &mut self.cursor;
             match cursor.peek(&buffer) {
                 Next::Nothing => return None,
                 Next::Lost(delivery) => {
-                    cursor.position = buffer.first - 1;
+                    let (Delivery::Gap((_, through)) | Delivery::Lagged((_, through))) = delivery
+                    else {
+                        unreachable!("a loss is a gap or a lag")
+                    };
+                    cursor.position = through;
                     cursor.opened_in_gap = false;
-                    return Some(Read::Delivery(delivery));
+                    return Some(Claimed::Read(Read::Delivery(delivery)));
                 }
                 Next::Closed => {
                     cursor.ended = true;
-                    return Some(Read::Delivery(Delivery::Closed));
+                    return Some(Claimed::Read(Read::Delivery(Delivery::Closed)));
                 }
                 Next::Event(index) => {
-                    let entry = &buffer.events[index];
+                    let version = self.version;
+                    let entry = &mut buffer.events[index];
+                    let framing = entry.framed.iter().find(|f| f.version == version);
+                    if claiming && framing.is_none() {
+                        match entry.claims.iter().find(|c| c.version == version) {
+                            None => {
+                                entry.claims.push(Claim {
+                                    version,
+                                    failed: false,
+                                });
+                                return Some(Claimed::Frame(entry.event.clone()));
+                            }
+                            Some(claim) if !claim.failed => return Some(Claimed::Wait),
+                            Some(_) => {}
+                        }
+                    }
                     cursor.position = entry.event.id;
                     cursor.opened_in_gap = false;
-                    let framing = entry.framed.iter().find(|f| f.version == self.version);
                     (entry.event.clone(), framing.cloned())
                 }
             }
@@ -589,7 +714,7 @@ impl Reader {
         // Copied outside the lock: a large response holds up no one.
         let (event, framing) = event;
         self.delivered = Some(event.id);
-        Some(match framing {
+        Some(Claimed::Read(match framing {
             Some(framing) => Read::Framed {
                 id: event.id,
                 state: match &event.body {
@@ -600,7 +725,7 @@ impl Reader {
                 framing,
             },
             None => Read::Delivery(Delivery::Event(Event::clone(&event))),
-        })
+        }))
     }
 
     /// Keeps the door's framing of the last event this reader delivered
