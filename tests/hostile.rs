@@ -694,6 +694,39 @@ fn unread_streams_hold_what_they_queued_whatever_their_events() {
     );
 }
 
+// An answer that is not a stream has a write deadline: a client that sends
+// GetTasks of a large task and takes none of the answers for
+// --write-timeout-ms has its connection dropped (it was kept, with its
+// answer, for as long as it stayed open), and others are served meanwhile.
+#[test]
+fn an_answer_its_client_does_not_take_is_dropped() {
+    let door = start(PUBLIC, &["--write-timeout-ms", "500"]);
+    // A 7 MiB response, asked for five times on one connection: 35 MiB of
+    // answers, far past what the sockets' buffers hold.
+    let task = door.send_task(None, &"x".repeat(7 << 20), json!({}));
+    let id = task["id"].as_str().unwrap();
+    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{{"id":"{id}"}}}}"#);
+    let request = format!("{}{body}", head(&door, body.len(), None));
+    let mut stream = connect(&door);
+    stream.write_all(request.repeat(5).as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    well_behaved(&door, None, Duration::from_secs(1));
+    // Read now: what the buffers held, then the end, long before the five
+    // answers.
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let answers = raw
+        .windows(17)
+        .filter(|w| w == b"HTTP/1.1 200 OK\r\n")
+        .count();
+    assert!(answers >= 1, "{} bytes", raw.len());
+    assert!(
+        raw.len() < 3 * (7 << 20),
+        "{} bytes, {answers} answers",
+        raw.len()
+    );
+}
+
 // What a burst of instances freed goes back to the system once the workers
 // go idle (README, "What a client can make the host hold"): 300
 // WatchSession streams at once, then gone. Without the give-back, mimalloc

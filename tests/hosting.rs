@@ -429,6 +429,7 @@ fn metrics_count_each_capsules_requests_and_tasks() {
         "murmur_door_capsules 3",
         "murmur_door_pool_instances 1100",
         "murmur_door_pool_instances_in_use 0",
+        "murmur_door_write_timeouts_total 0",
     ] {
         assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
     }

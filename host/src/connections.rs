@@ -2,15 +2,19 @@
 //! that has done least is closed to let a new one in, so idle or stalled
 //! sockets cannot starve new clients. Also notices when the client of an
 //! event stream has gone, so its door instance is released at once rather
-//! than at the stream's next write.
+//! than at the stream's next write, and drops a connection whose client
+//! takes none of an answer's bytes for `--write-timeout-ms`.
 
 use std::collections::HashMap;
 use std::os::fd::RawFd;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
+use tokio::time::Sleep;
 
 /// Connections open at once (`--max-connections`).
 pub const MAX_CONNECTIONS: usize = 4096;
@@ -19,6 +23,8 @@ pub const MAX_CONNECTIONS: usize = 4096;
 pub const SPARE_DESCRIPTORS: usize = 128;
 /// How often an open stream's socket is checked for its client's close.
 pub const GONE_CHECK: Duration = Duration::from_millis(250);
+/// How long a client may take no byte of an answer (`--write-timeout-ms`).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every open connection, by id.
 pub struct Connections {
@@ -26,6 +32,9 @@ pub struct Connections {
     next: AtomicU64,
     open: Mutex<HashMap<u64, Arc<Connection>>>,
     started: Instant,
+    /// Connections dropped because their client took no byte of an answer
+    /// for the write timeout.
+    write_timeouts: AtomicU64,
 }
 
 /// One open connection, as the registry sees it.
@@ -53,7 +62,14 @@ impl Connections {
             next: AtomicU64::new(0),
             open: Mutex::new(HashMap::new()),
             started: Instant::now(),
+            write_timeouts: AtomicU64::new(0),
         })
+    }
+
+    /// Connections dropped so far because their client took no byte of an
+    /// answer for the write timeout.
+    pub fn write_timeouts(&self) -> u64 {
+        self.write_timeouts.load(Ordering::Relaxed)
     }
 
     /// The cap.
@@ -157,6 +173,113 @@ impl Registered {
                 return;
             }
         }
+    }
+}
+
+/// A connection's socket whose writes fail once its client has taken no
+/// byte for `timeout` while an answer that is not an event stream waits to
+/// be written: hyper then drops the connection and the answer with it. A
+/// stream is left alone: what it queues is bounded (see the events
+/// import), it heartbeats, and its client may come back and be told it
+/// lagged.
+pub struct WriteDeadline<T> {
+    io: T,
+    registered: Arc<Registered>,
+    timeout: Duration,
+    /// Armed when a write first finds the socket full, disarmed by any
+    /// byte taken.
+    stalled: Option<Pin<Box<Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    pub fn new(io: T, registered: Arc<Registered>, timeout: Duration) -> WriteDeadline<T> {
+        WriteDeadline {
+            io,
+            registered,
+            timeout,
+            stalled: None,
+        }
+    }
+
+    pub fn into_inner(self) -> T {
+        self.io
+    }
+
+    /// What a write polled, unless the client has taken nothing for the
+    /// timeout: then the write fails.
+    fn deadline(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<std::io::Result<usize>>,
+    ) -> Poll<std::io::Result<usize>> {
+        if !polled.is_pending() {
+            self.stalled = None;
+            return polled;
+        }
+        if self.registered.connection.streaming.load(Ordering::Relaxed) > 0 {
+            self.stalled = None;
+            return Poll::Pending;
+        }
+        let timeout = self.timeout;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        if stalled.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.registered
+            .connections
+            .write_timeouts
+            .fetch_add(1, Ordering::Relaxed);
+        Poll::Ready(Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the client took no byte of its answer for {} ms (--write-timeout-ms)",
+                timeout.as_millis()
+            ),
+        )))
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for WriteDeadline<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for WriteDeadline<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.deadline(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.deadline(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 

@@ -384,6 +384,13 @@ impl Host {
             "Door instances kept between requests, in slots beside the pool's",
             gauge(self.shared.idle_instances() as i64),
         );
+        let write_timeouts = Counter::<u64>::default();
+        write_timeouts.inc_by(self.shared.write_timeouts());
+        registry.register(
+            "murmur_door_write_timeouts",
+            "Connections dropped because their client took no byte of an answer for --write-timeout-ms",
+            write_timeouts,
+        );
         let compiles = Family::<CompileLabels, Counter>::default();
         for (how, count) in [
             ("compiled", &self.engine.compiles[0]),

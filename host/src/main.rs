@@ -183,6 +183,11 @@ struct DoorArgs {
     #[arg(long, value_name = "MS", default_value_t = server::HEADER_TIMEOUT.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub header_timeout_ms: u64,
+    /// Milliseconds a client may take no byte of an answer that is not a
+    /// stream; then its connection is dropped.
+    #[arg(long, value_name = "MS", default_value_t = connections::WRITE_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub write_timeout_ms: u64,
     /// Milliseconds a client has, from its head, to send the whole
     /// body; a slower one is answered 408.
     #[arg(long, value_name = "MS", default_value_t = server::BODY_TIMEOUT.as_millis() as u64,
@@ -284,6 +289,7 @@ impl DoorArgs {
                 max_headers: self.max_headers,
                 max_header_bytes: self.max_header_bytes,
                 header_timeout: Duration::from_millis(self.header_timeout_ms),
+                write_timeout: Duration::from_millis(self.write_timeout_ms),
                 body_timeout: Duration::from_millis(self.body_timeout_ms),
                 max_body_memory_bytes: self.max_body_memory_bytes,
                 max_connections: self.max_connections,

@@ -25,7 +25,7 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use crate::admission::{self, Admission, Caller, Slot};
 use crate::body::{BodyBudget, BodyFailure, BodyLimits, RequestBody, Tally};
 use crate::card_cache;
-use crate::connections::{self, Busy, Connections, Throttled};
+use crate::connections::{self, Busy, Connections, Throttled, WriteDeadline};
 use crate::control::{self, ControlToken};
 use crate::cpu;
 use crate::engine::{self, Door};
@@ -65,6 +65,9 @@ pub struct HttpLimits {
     pub max_headers: usize,
     pub max_header_bytes: usize,
     pub header_timeout: Duration,
+    /// How long a client may take no byte of an answer that is not a
+    /// stream before its connection is dropped.
+    pub write_timeout: Duration,
     pub body_timeout: Duration,
     pub max_body_memory_bytes: usize,
     pub max_connections: usize,
@@ -87,6 +90,7 @@ impl Default for HttpLimits {
             max_headers: MAX_HEADERS,
             max_header_bytes: MAX_HEADER_BYTES,
             header_timeout: HEADER_TIMEOUT,
+            write_timeout: connections::WRITE_TIMEOUT,
             body_timeout: BODY_TIMEOUT,
             max_body_memory_bytes: MAX_BODY_MEMORY_BYTES,
             max_connections: connections::MAX_CONNECTIONS,
@@ -130,6 +134,12 @@ impl Shared {
     /// Door instances kept between requests now (see [`crate::idle`]).
     pub fn idle_instances(&self) -> usize {
         self.idle.len()
+    }
+
+    /// Connections dropped because their client took no byte of an answer
+    /// for `--write-timeout-ms`.
+    pub fn write_timeouts(&self) -> u64 {
+        self.connections.write_timeouts()
     }
 }
 
@@ -378,10 +388,17 @@ impl Server {
                     .header_read_timeout(limits.header_timeout)
                     .max_headers(limits.max_headers)
                     .max_buf_size(limits.max_header_bytes.max(8192))
-                    .serve_connection(TokioIo::new(stream), service);
+                    .serve_connection(
+                        WriteDeadline::new(
+                            TokioIo::new(stream),
+                            registered.clone(),
+                            limits.write_timeout,
+                        ),
+                        service,
+                    );
                 let served = async {
                     match connection.without_shutdown().await {
-                        Ok(parts) => linger(parts.io.into_inner()).await,
+                        Ok(parts) => linger(parts.io.into_inner().into_inner()).await,
                         Err(e) => tracing::debug!(error = %e, "connection ended"),
                     }
                 };
