@@ -341,6 +341,43 @@ fn a_lowered_pool_still_leaves_other_callers_half() {
     assert_eq!(warned, 1);
 }
 
+// Behind a trusted proxy (--trusted-proxy), each client has its own share
+// of the instances, named by the proxy's X-Forwarded-For or Forwarded;
+// from a peer that is not trusted the same headers change nothing, so a
+// client cannot forge its way to a second share.
+#[test]
+fn a_trusted_proxy_names_each_client_and_no_one_else_can() {
+    let watch = r#"{"jsonrpc":"2.0","id":"w","method":"murmur.WatchSession","params":{}}"#;
+    let statuses = |door: &Door, clients: &[(&str, &str)]| -> Vec<u16> {
+        let streams: Vec<_> = clients
+            .iter()
+            .map(|(name, value)| door.open_stream(watch, &[(name, value)]))
+            .collect();
+        streams.iter().map(|s| s.status).collect()
+    };
+    let clients = [
+        ("x-forwarded-for", "203.0.113.1"),
+        ("x-forwarded-for", "198.51.100.9, 203.0.113.1"),
+        ("x-forwarded-for", "203.0.113.1"),
+        ("forwarded", "for=203.0.113.2"),
+        ("forwarded", "for=\"203.0.113.2:4711\";proto=https"),
+    ];
+    let share = ["--max-instances-per-caller", "2"];
+    // The tests connect from 127.0.0.1: trusted, each client its own
+    // share (the first gets two, its third stream is refused).
+    let trusted = start(
+        PUBLIC,
+        &[&share[..], &["--trusted-proxy", "127.0.0.0/8"]].concat(),
+    );
+    assert_eq!(statuses(&trusted, &clients), [200, 200, 429, 200, 200]);
+    // Not trusted: every stream is 127.0.0.1's, whatever it says.
+    let untrusted = start(
+        PUBLIC,
+        &[&share[..], &["--trusted-proxy", "10.0.0.0/8"]].concat(),
+    );
+    assert_eq!(statuses(&untrusted, &clients), [200, 200, 429, 429, 429]);
+}
+
 // Item 5: a full pool is waited for, then refused 503 with Retry-After;
 // the refusals are logged once a second, not once each.
 #[test]

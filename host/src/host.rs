@@ -22,6 +22,7 @@ use crate::agents::Agent;
 use crate::capsule::{Capsule, CapsuleConfig};
 use crate::engine::{Door, DoorEngine};
 use crate::metrics::{CapsuleLabel, Metrics};
+use crate::proxies::TrustedProxies;
 use crate::request::Limits;
 use crate::roster::{self, Entry, RosterError};
 use crate::server::{HttpLimits, Shared};
@@ -92,6 +93,13 @@ impl Host {
             capsules: Mutex::new(BTreeMap::new()),
             metrics: Arc::default(),
         }
+    }
+
+    /// A request from one of `proxies`, to any capsule, is its client's,
+    /// as the proxies' forwarding headers name it.
+    pub fn with_trusted_proxies(mut self, proxies: TrustedProxies) -> Host {
+        self.shared.trust_proxies(proxies);
+        self
     }
 
     /// Opens the capsule `entry` describes and serves it; its url. Refused

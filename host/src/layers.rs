@@ -33,7 +33,14 @@ const LAYERS: &[&[&str]] = &[
     &["idle"],
     // The listener and what it bounds; the native baseline it may answer
     // with (a benchmark-only build).
-    &["admission", "body", "connections", "metrics", "native"],
+    &[
+        "admission",
+        "body",
+        "connections",
+        "metrics",
+        "native",
+        "proxies",
+    ],
     &["server"],
     // The capsules file, and a capsule's door opened and closed on a server.
     &["roster"],

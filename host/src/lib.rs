@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod native;
 pub mod one_call;
 pub mod process;
+pub mod proxies;
 pub mod request;
 pub mod roster;
 pub mod server;

@@ -25,6 +25,7 @@ use murmur_door_host::host::{Host, HostLimits};
 use murmur_door_host::host_control;
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::memory;
+use murmur_door_host::proxies::{self, TrustedProxies};
 use murmur_door_host::request;
 use murmur_door_host::roster::{self, Entry, Roster};
 use murmur_door_host::server;
@@ -213,6 +214,11 @@ struct DoorArgs {
     #[arg(long, value_name = "MS", default_value_t = admission::INSTANCE_WAIT.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub instance_wait_ms: u64,
+    /// A proxy (an address, or a CIDR network) whose `Forwarded` or
+    /// `X-Forwarded-For` names the client, for its share of the instances;
+    /// repeatable. From anyone else those headers are ignored.
+    #[arg(long = "trusted-proxy", value_name = "ADDR", value_parser = proxies::parse)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Serve the door component in this file instead of the embedded
     /// one; SIGHUP loads it again.
     #[arg(long, value_name = "FILE")]
@@ -251,6 +257,7 @@ struct Settings {
     replay: Replay,
     limits: request::Limits,
     http: server::HttpLimits,
+    trusted_proxies: TrustedProxies,
     component: Option<PathBuf>,
     max_component_bytes: usize,
     compile_cache: Option<PathBuf>,
@@ -302,6 +309,7 @@ impl DoorArgs {
                 instance_wait: Duration::from_millis(self.instance_wait_ms),
                 max_door_memory_bytes: (self.max_door_memory_mb as usize) << 20,
             },
+            trusted_proxies: TrustedProxies::new(self.trusted_proxies),
             component: self.component,
             max_component_bytes: self.max_component_bytes,
             compile_cache: match self.no_compile_cache {
@@ -492,6 +500,7 @@ async fn serve(entry: Entry, mut settings: Settings) -> anyhow::Result<()> {
     };
     let (limits, http, max_component_bytes) =
         (settings.limits, settings.http, settings.max_component_bytes);
+    let proxies = settings.trusted_proxies;
     let component = settings.component;
     #[cfg(feature = "native-door")]
     let native = settings.native_door;
@@ -499,6 +508,7 @@ async fn serve(entry: Entry, mut settings: Settings) -> anyhow::Result<()> {
         let server = server
             .with_limits(limits)
             .with_http_limits(http)
+            .with_trusted_proxies(proxies)
             .with_max_component_bytes(max_component_bytes);
         #[cfg(feature = "native-door")]
         let server = server.with_native_door(native);
@@ -544,13 +554,10 @@ async fn host(
             .min(settings.http.max_instances),
         max_component_bytes: settings.max_component_bytes,
     };
-    let host = Arc::new(Host::new(
-        door,
-        source,
-        limits,
-        settings.agent,
-        settings.replay,
-    ));
+    let host = Arc::new(
+        Host::new(door, source, limits, settings.agent, settings.replay)
+            .with_trusted_proxies(settings.trusted_proxies),
+    );
     for entry in roster.capsules {
         let name = entry.name.clone();
         if let Err(e) = host.add(entry).await {

@@ -34,6 +34,7 @@ use crate::imports::request_body::BoxedBody;
 use crate::memory::{self, MemoryLimit, MemoryPool};
 use crate::metrics::{self, Metrics};
 use crate::one_call;
+use crate::proxies::TrustedProxies;
 use crate::request::{self, Limits, Stores};
 use crate::session::Session;
 use crate::swap::{self, Doors, Serving};
@@ -113,6 +114,8 @@ pub struct Shared {
     instances: Arc<Semaphore>,
     memory: Arc<MemoryPool>,
     idle: Arc<Idle>,
+    /// Whose forwarding headers name the client (`--trusted-proxy`).
+    proxies: Arc<TrustedProxies>,
 }
 
 impl Shared {
@@ -123,7 +126,14 @@ impl Shared {
             instances: Arc::new(Semaphore::new(http.max_instances as usize)),
             memory: MemoryPool::new(http.max_door_memory_bytes),
             idle: Idle::new(http.idle_instances),
+            proxies: Arc::default(),
         }
+    }
+
+    /// A request from one of `proxies` is its client's, as the proxies'
+    /// forwarding headers name it (see [`crate::proxies`]).
+    pub fn trust_proxies(&mut self, proxies: TrustedProxies) {
+        self.proxies = Arc::new(proxies);
     }
 
     /// Door instances free in the pool now.
@@ -298,6 +308,13 @@ impl Server {
         self
     }
 
+    /// A request from one of `proxies` is its client's, as the proxies'
+    /// forwarding headers name it. After [`Server::with_http_limits`].
+    pub fn with_trusted_proxies(mut self, proxies: TrustedProxies) -> Server {
+        self.shared.trust_proxies(proxies);
+        self
+    }
+
     /// Serves as one door of a host: its requests draw on `shared`, and
     /// hold at most `share` of its instances.
     pub fn in_host(mut self, shared: Shared, share: u32) -> Server {
@@ -427,6 +444,7 @@ impl Server {
         address: std::net::IpAddr,
         busy: Busy,
     ) -> Response<HyperOutgoingBody> {
+        let address = self.shared.proxies.client(address, request.headers());
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let span = match self.metrics {
