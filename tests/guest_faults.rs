@@ -30,7 +30,7 @@ pub(crate) fn broken_door_with(fields: &str, body: &str) -> Vec<u8> {
 
 /// The component of `tests/faults-door`, built once for wasm32-wasip2 in the
 /// door's own target dir (`target/wasm`, where its dependencies are built).
-fn faults_door() -> &'static [u8] {
+pub(crate) fn faults_door() -> &'static [u8] {
     static BUILT: OnceLock<Vec<u8>> = OnceLock::new();
     BUILT.get_or_init(|| {
         let target_dir = common::root().join("target/wasm");

@@ -539,6 +539,51 @@ fn card(addr: &str) -> Reply {
     request(addr, "GET", "/.well-known/agent-card.json", &[], b"")
 }
 
+/// Whatever a swapped-in door keeps between requests, reuse carries none of
+/// it across capsules or callers (README, "--idle-instances" and "The Agent
+/// Card caches"). The faults door keeps what its instance's first request
+/// said in a static: a kept instance serves only its caller on the capsule
+/// it last served, and the card cache keeps only what the door lets a
+/// shared cache keep, for requests without a credential.
+#[test]
+fn nothing_a_door_keeps_crosses_capsules_or_callers() {
+    let faulty = faulty_host(crate::guest_faults::faults_door(), 1000);
+    let alpha = faulty.bad.clone();
+    let beta = faulty
+        .runtime
+        .block_on(faulty.host.add(entry(faulty.dir.path(), "beta")))
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
+    let sticky = |addr: &str, token: &str| {
+        let authorization = format!("Bearer {token}");
+        request(
+            addr,
+            "GET",
+            "/sticky",
+            &[("authorization", &authorization)],
+            b"",
+        )
+        .text()
+    };
+    assert_eq!(sticky(&alpha, "a"), format!("Bearer a at {alpha}"));
+    // The same caller, the same door, another capsule: a fresh instance.
+    assert_eq!(sticky(&beta, "a"), format!("Bearer a at {beta}"));
+    assert_eq!(sticky(&alpha, "b"), format!("Bearer b at {alpha}"));
+    // Its own kept instance again.
+    assert_eq!(sticky(&alpha, "a"), format!("Bearer a at {alpha}"));
+
+    let card = |query: &str, headers: &[(&str, &str)]| {
+        let path = format!("/.well-known/agent-card.json{query}");
+        request(&alpha, "GET", &path, headers, b"").text()
+    };
+    assert_ne!(card("?private", &[]), card("?private", &[]));
+    let public = card("", &[]);
+    assert_eq!(card("", &[]), public);
+    assert_eq!(card("?private", &[]), public);
+    assert_ne!(card("", &[("authorization", "Bearer a")]), public);
+}
+
 /// An endless loop in one capsule's door costs only that capsule's
 /// requests: a capsule beside it answers at once, and neither touches the
 /// other's state directory.

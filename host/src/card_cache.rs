@@ -9,6 +9,13 @@
 //! so a swap starts afresh and a rollback finds the copy it left. A
 //! conditional GET (`If-None-Match`, `If-Modified-Since`) still reaches the
 //! door, which alone decides what is current.
+//!
+//! Any door can be swapped in, so the door decides what is kept, as it would
+//! for a shared cache: only an answer to a request without `Authorization`,
+//! and only one whose `Cache-Control` says neither `private` nor `no-store`
+//! (nor `no-cache`) and that names no `Vary`, which this cache cannot honour.
+//! A door that answers callers differently says so, and every caller is
+//! answered by the door.
 
 use std::sync::OnceLock;
 
@@ -34,14 +41,32 @@ struct Card {
     body: Bytes,
 }
 
-/// Whether the door's answer to this request is the same for every request
-/// like it: a GET of the card's path (whatever its query) that asks for no
-/// comparison with a copy the client holds.
+/// Whether the door's answer to this request may be the same for every
+/// request like it: a GET of the card's path (whatever its query) that asks
+/// for no comparison with a copy the client holds and presents no
+/// credential.
 pub fn cacheable(parts: &Parts) -> bool {
     parts.method == Method::GET
         && parts.uri.path() == CARD_PATH
         && !parts.headers.contains_key(header::IF_NONE_MATCH)
         && !parts.headers.contains_key(header::IF_MODIFIED_SINCE)
+        && !parts.headers.contains_key(header::AUTHORIZATION)
+}
+
+/// Whether the door lets a shared cache keep its answer: no `Vary`, and no
+/// `private`, `no-store` or `no-cache` in `Cache-Control`.
+fn shareable(headers: &HeaderMap) -> bool {
+    let forbids = headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("private").split(','))
+        .any(|directive| {
+            let name = directive.split('=').next().unwrap_or("").trim();
+            ["private", "no-store", "no-cache"]
+                .iter()
+                .any(|d| name.eq_ignore_ascii_case(d))
+        });
+    !forbids && !headers.contains_key(header::VARY)
 }
 
 impl CardCache {
@@ -54,15 +79,19 @@ impl CardCache {
     }
 
     /// Reads the door's answer to a [`cacheable`] request whole, keeps it
-    /// when it is a card (status 200, at most [`MAX_CARD_BYTES`]), and gives
-    /// it back whole. A body that fails is given back as its error.
+    /// when it is a card the door lets a shared cache keep (status 200, at
+    /// most [`MAX_CARD_BYTES`], see [`shareable`]), and gives it back whole.
+    /// A body that fails is given back as its error.
     pub async fn keep<B: Body<Data = Bytes>>(
         &self,
         response: Response<B>,
     ) -> Result<Response<Full<Bytes>>, B::Error> {
         let (parts, body) = response.into_parts();
         let body = body.collect().await?.to_bytes();
-        if parts.status == StatusCode::OK && body.len() <= MAX_CARD_BYTES {
+        if parts.status == StatusCode::OK
+            && body.len() <= MAX_CARD_BYTES
+            && shareable(&parts.headers)
+        {
             let _ = self.0.set(Card {
                 headers: parts.headers.clone(),
                 body: body.clone(),
@@ -93,7 +122,7 @@ mod tests {
             "/.well-known/agent-card.json?x=1",
             None
         )));
-        assert!(cacheable(&parts(
+        assert!(!cacheable(&parts(
             "GET",
             CARD_PATH,
             Some(("authorization", "Bearer x"))
@@ -139,5 +168,33 @@ mod tests {
         assert_eq!(kept.headers()["etag"], "\"1\"");
         let body = kept.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"{}");
+    }
+
+    /// What a door marks as not for a shared cache is answered by the door
+    /// every time.
+    #[tokio::test]
+    async fn an_answer_the_door_keeps_private_is_not_kept() {
+        for (name, value) in [
+            ("cache-control", "private, max-age=60"),
+            ("cache-control", "public, no-store"),
+            ("Cache-Control", "No-Cache"),
+            ("vary", "authorization"),
+        ] {
+            let cache = CardCache::default();
+            let card = Response::builder()
+                .header(name, value)
+                .body(Full::new(Bytes::from_static(b"{}")))
+                .unwrap();
+            let given = cache.keep(card).await.unwrap();
+            assert_eq!(given.status(), 200);
+            assert!(cache.get().is_none(), "{name}: {value}");
+        }
+        let cache = CardCache::default();
+        let public = Response::builder()
+            .header("cache-control", "public, max-age=300")
+            .body(Full::new(Bytes::from_static(b"{}")))
+            .unwrap();
+        cache.keep(public).await.unwrap();
+        assert!(cache.get().is_some());
     }
 }

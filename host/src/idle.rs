@@ -2,16 +2,18 @@
 //!
 //! Instantiating a door and dropping its store is most of what a short
 //! request costs in wasm. So an instance whose request ended cleanly is kept,
-//! and the next request of the same caller to the same door runs on it
-//! instead of on a fresh one. In a host of capsules, that request may be to
-//! another capsule serving the same compiled door: the store is given that
-//! capsule's session before the door runs.
+//! and the next request of the same caller to the same capsule's door runs
+//! on it instead of on a fresh one.
 //!
-//! What one request leaves in the instance can be seen by no other caller:
+//! What one request leaves in the instance can be seen by no other caller
+//! and no other capsule, whatever the door keeps (a door swapped in may keep
+//! what it likes in a static):
 //!
 //! - an instance serves one [`Owner`] only: one credential (the exact
-//!   `Authorization` value) from one client address. Whatever its memory
-//!   still holds came from that caller's own requests;
+//!   `Authorization` value) from one client address (behind a trusted
+//!   proxy, the client it names), and only on the capsule and session its
+//!   store last served. Whatever its memory still holds came from that
+//!   caller's own requests to that session;
 //! - the door keeps no state of its own between requests: `guest/` holds
 //!   no `static`, `thread_local` or lazily set global (a test here reads
 //!   its sources), so a request starts from what the host's imports answer,
@@ -107,16 +109,18 @@ impl Idle {
         })
     }
 
-    /// The instance kept last for `owner`, if any, its memory counted
-    /// among the live doors' again; None, and the instance dropped, when
-    /// they have no room for it.
-    pub fn take(&self, owner: &Owner) -> Option<Kept> {
+    /// The instance kept last for `owner` on `session`, if any, its memory
+    /// counted among the live doors' again; None, and the instance dropped,
+    /// when they have no room for it.
+    pub fn take(&self, owner: &Owner, session: &Arc<Session>) -> Option<Kept> {
         if self.max == 0 {
             return None;
         }
         let mut instance = {
             let mut kept = self.lock();
-            let at = kept.iter().rposition(|(o, _)| o == owner)?;
+            let at = kept.iter().rposition(|(o, k)| {
+                o == owner && Arc::ptr_eq(&k.store.data().door.session, session)
+            })?;
             kept.remove(at).map(|(_, k)| k)?
         };
         instance
@@ -488,11 +492,10 @@ mod tests {
         assert_eq!(kept(server.idle()), [(bearer("e"), 1, 1)]);
     }
 
-    /// In a host, a caller's instance serves its next request to another
-    /// capsule of the same door, answering from that capsule's session
-    /// exactly as a fresh instance would.
+    /// In a host, a caller's instance serves its next request to the same
+    /// capsule only: another capsule of the same door gets a fresh one.
     #[test]
-    fn a_kept_instance_follows_its_caller_across_capsules() {
+    fn a_kept_instance_stays_with_its_capsule() {
         let runtime = runtime();
         let door = door();
         let shared = Shared::new(&HttpLimits::default());
@@ -514,14 +517,17 @@ mod tests {
         runtime.block_on(async {
             answer(&alpha, card()).await;
             let (status, headers, body) = answer(&beta, card()).await;
-            assert_eq!(kept(beta.idle()), [(bearer("a"), 1, 2)]);
+            assert_eq!(
+                kept(beta.idle()),
+                [(bearer("a"), 1, 1), (bearer("a"), 1, 1)]
+            );
             assert_eq!(
                 (status, headers, body.clone()),
                 answer(&fresh, card()).await
             );
             assert!(String::from_utf8_lossy(&body).contains(r#""name":"beta""#));
         });
-        // The store holds beta's session now: closing alpha drops nothing.
+        // Closing alpha drops its instance alone.
         alpha.shut();
         assert_eq!(beta.idle().len(), 1);
         beta.shut();

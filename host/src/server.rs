@@ -646,7 +646,8 @@ impl Server {
         }
         let body: BoxedBody = body.boxed_unsync();
 
-        let (mut store, instance, uses) = match self.shared.idle.take(&owner) {
+        let (mut store, instance, uses) = match self.shared.idle.take(&owner, &self.stores.session)
+        {
             Some(Kept {
                 mut store,
                 instance,

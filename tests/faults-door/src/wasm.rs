@@ -35,6 +35,8 @@ impl wasip2::exports::http::incoming_handler::Guest for Faults {
             Some("/pile-resources") => loop {
                 std::mem::forget(Fields::new());
             },
+            Some("/sticky") => sticky(&request, out),
+            Some(path) if path.starts_with("/.well-known/agent-card.json") => card(path, out),
             Some("/huge-head") => {
                 // Pad one header until the host stops the door.
                 let headers = Fields::new();
@@ -66,6 +68,43 @@ fn write(body: &OutgoingBody, bytes: &[u8]) {
     stream
         .blocking_write_and_flush(bytes)
         .expect("writing the body");
+}
+
+/// Answers what the first request this instance served said (its
+/// `Authorization` and the authority it was sent to), kept in a static: a
+/// door that keeps state between requests, which the host's reuse of
+/// instances must never show to another caller or capsule.
+fn sticky(request: &IncomingRequest, out: ResponseOutparam) {
+    static FIRST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let first = FIRST.get_or_init(|| {
+        let authorization: Vec<String> = request
+            .headers()
+            .get("authorization")
+            .iter()
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect();
+        let authority = request.authority().unwrap_or_default();
+        format!("{} at {authority}", authorization.join(","))
+    });
+    let body = respond(out, Fields::new());
+    write(&body, first.as_bytes());
+    let _ = OutgoingBody::finish(body, None);
+}
+
+/// A card that differs at every answer (a random number), `private` when
+/// the query says so, else public.
+fn card(path: &str, out: ResponseOutparam) {
+    let control: &[u8] = if path.ends_with("?private") {
+        b"private"
+    } else {
+        b"public, max-age=60"
+    };
+    let headers = Fields::from_list(&[("cache-control".into(), control.to_vec())])
+        .expect("a valid cache-control");
+    let body = respond(out, headers);
+    let random = wasip2::random::random::get_random_u64().to_string();
+    write(&body, random.as_bytes());
+    let _ = OutgoingBody::finish(body, None);
 }
 
 /// Tries what a response head may not hold, and answers what was refused.
