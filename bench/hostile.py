@@ -6,7 +6,8 @@ meanwhile. `tests/hostile.rs` runs the same clients scaled down.
     cargo build --release && python3 bench/hostile.py [SCENARIO...]
 
 Scenarios: slow-bodies, stalled-connections, unread-streams, replay,
-one-credential, burst, half-close (all when none is named). Standard library only.
+one-credential, lowered-pool, unread-answers, behind-a-proxy, burst,
+half-close (all when none is named). Standard library only.
 """
 
 import json
@@ -195,6 +196,22 @@ def open_watch(door, token=None, last_event_id=None):
     return s
 
 
+def open_counted(door, count, token=None):
+    """`count` WatchSession streams with `token`: how many got each status,
+    and their sockets."""
+    outcomes, socks = {}, []
+    for _ in range(count):
+        s = open_watch(door, token)
+        s.settimeout(5)
+        try:
+            status = s.recv(64).split()[1].decode()
+        except (OSError, IndexError):
+            status = "none"
+        outcomes[status] = outcomes.get(status, 0) + 1
+        socks.append(s)
+    return outcomes, socks
+
+
 def unread_streams(streams=50, mib=8):
     """`streams` WatchSession streams that never read (4 KiB receive
     buffers), then two tasks each writing a `progress` of `mib` MiB: four
@@ -263,16 +280,7 @@ def one_credential():
     """The watcher's token opens 2,000 WatchSession streams."""
     door = Door(AUTHENTICATED)
     watcher = door.tokens["watcher"]
-    outcomes, socks = {}, []
-    for _ in range(2000):
-        s = open_watch(door, watcher)
-        s.settimeout(5)
-        try:
-            status = s.recv(64).split()[1].decode()
-        except (OSError, IndexError):
-            status = "none"
-        outcomes[status] = outcomes.get(status, 0) + 1
-        socks.append(s)
+    outcomes, socks = open_counted(door, 2000, watcher)
     card, card_ms, get, get_ms = door.well_behaved(door.tokens["operator"])
     print(f"one-credential: 2,000 streams with one token: {outcomes}; meanwhile card {card} in {card_ms} ms, "
           f"operator GetTask {get} in {get_ms} ms")
@@ -292,6 +300,87 @@ def one_credential():
     errors = sum(" ERROR " in line or "WARN" in line for line in door.log)
     print(f"one-credential: {errors} warning and error lines logged")
     door.stop()
+
+
+def lowered_pool():
+    """--max-instances 200: the watcher's token opens 300 streams; the
+    operator's GetTask meanwhile."""
+    door = Door(AUTHENTICATED, flags=("--max-instances", "200"))
+    outcomes, socks = open_counted(door, 300, door.tokens["watcher"])
+    times = [door.well_behaved(door.tokens["operator"]) for _ in range(10)]
+    print(f"lowered-pool: --max-instances 200, 300 streams with one token: {outcomes}; operator GetTask "
+          f"{set(t[2] for t in times)} within {max(t[3] for t in times)} ms")
+    for s in socks:
+        s.close()
+    door.stop()
+
+
+def unread_answers():
+    """50 clients each ask a GetTask of a 7 MiB task and never read it."""
+    door = Door(PUBLIC)
+    text = "x" * (7 << 20)
+    status, body = door.rpc(send(text))
+    task = json.loads(body)["result"]["task"]["id"]
+    before = door.rss_mb()
+    get = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task}}).encode()
+    socks = []
+    for _ in range(50):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect((door.host, door.port))
+        s.sendall(post_head(door, len(get)) + get)
+        socks.append(s)
+    time.sleep(2)
+    held = door.rss_mb()
+    well = door.well_behaved()
+    time.sleep(30)
+    closed = 0
+    for s in socks:
+        s.settimeout(0.2)
+        try:
+            while s.recv(1 << 20):
+                pass
+            closed += 1
+        except OSError as e:
+            closed += not isinstance(e, socket.timeout)
+        s.close()
+    print(f"unread-answers: 50 unread GetTasks of a 7 MiB task: RSS {before:.0f} -> {held:.0f} MB held; "
+          f"after 32 s {closed} of 50 connections dropped (--write-timeout-ms), RSS {door.rss_mb():.0f} MB; "
+          f"meanwhile card {well[0]} in {well[1]} ms, GetTask {well[2]} in {well[3]} ms")
+    door.stop()
+
+
+def behind_a_proxy():
+    """Behind a proxy at 127.0.0.1, three clients named by X-Forwarded-For:
+    the first opens 600 streams; the others then open one each."""
+    body = json.dumps({"jsonrpc": "2.0", "id": "w", "method": "murmur.WatchSession", "params": {}}).encode()
+
+    def opened(door, client):
+        s = door.connect()
+        head = post_head(door, len(body))[:-2] + f"X-Forwarded-For: {client}\r\n\r\n".encode()
+        s.sendall(head + body)
+        s.settimeout(5)
+        try:
+            return s, s.recv(64).split()[1].decode()
+        except (OSError, IndexError):
+            return s, "none"
+
+    for flags, label in ((("--trusted-proxy", "127.0.0.1"), "trusted"), ((), "not trusted")):
+        door = Door(PUBLIC, flags=flags)
+        socks, first = [], {}
+        for _ in range(600):
+            s, status = opened(door, "203.0.113.1")
+            first[status] = first.get(status, 0) + 1
+            socks.append(s)
+        others = []
+        for client in ("203.0.113.2", "203.0.113.3"):
+            s, status = opened(door, client)
+            others.append(status)
+            socks.append(s)
+        print(f"behind-a-proxy ({label}): the first client's 600 streams {first}; the other two {others}")
+        for s in socks:
+            s.close()
+        door.stop()
 
 
 def burst():
@@ -343,6 +432,9 @@ SCENARIOS = {
     "unread-streams": unread_streams,
     "replay": replay,
     "one-credential": one_credential,
+    "lowered-pool": lowered_pool,
+    "unread-answers": unread_answers,
+    "behind-a-proxy": behind_a_proxy,
     "burst": burst,
     "half-close": half_close,
 }

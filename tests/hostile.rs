@@ -764,6 +764,31 @@ fn an_answer_its_client_does_not_take_is_dropped() {
     );
 }
 
+// The soak, scaled to a minute (`bench/soak.py`, README "Measuring"):
+// streams opening and closing, held sends, polls and bad clients at once;
+// after a warm-up the RSS and the descriptors stay within 10% and every
+// well-behaved request is answered. Swaps are left to the full run: each
+// new door warms pool slots of its own for its first minutes (up to
+// wasmtime's 100 unused warm slots), which a minute cannot tell from growth.
+#[test]
+fn a_minute_of_mixed_load_leaves_memory_and_descriptors_flat() {
+    let dir = TempDir::new("soak");
+    let door = dir.path().join("door.wasm");
+    std::fs::write(&door, murmur_door_host::engine::EMBEDDED_DOOR).unwrap();
+    let soak = common::root().join("bench/soak.py");
+    let ran = std::process::Command::new("python3")
+        .arg(&soak)
+        .args(["1", "--sample", "15", "--swap-every", "0", "--door"])
+        .arg(&door)
+        .arg("--binary")
+        .arg(common::binary())
+        .output()
+        .expect("python3 runs bench/soak.py");
+    let report = String::from_utf8_lossy(&ran.stdout);
+    println!("{report}{}", String::from_utf8_lossy(&ran.stderr));
+    assert!(ran.status.success(), "{report}");
+}
+
 // What a burst of instances freed goes back to the system once the workers
 // go idle (README, "What a client can make the host hold"): 300
 // WatchSession streams at once, then gone. Without the give-back, mimalloc
