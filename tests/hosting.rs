@@ -489,6 +489,7 @@ fn faulty_host(door: &[u8], max_cpu_ms: u64) -> FaultyHost {
     let limits = Limits {
         max_memory_bytes: 16 << 20,
         max_cpu_ms,
+        ..Limits::default()
     };
     let http = HttpLimits {
         max_instances: 16,

@@ -23,6 +23,7 @@ use murmur_door_host::cpu;
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::host::{Host, HostLimits};
 use murmur_door_host::host_control;
+use murmur_door_host::imports::response_stream;
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::memory;
 use murmur_door_host::proxies::{self, TrustedProxies};
@@ -161,6 +162,11 @@ struct DoorArgs {
     #[arg(long, value_name = "MB", default_value_t = (memory::MAX_MEMORY_BYTES >> 20) as u64,
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_memory_mb: u64,
+    /// Bytes one stream queues ahead of the socket (in 4 KiB writes) for a
+    /// client that does not read, before its door waits.
+    #[arg(long, value_name = "BYTES", default_value_t = response_stream::QUEUE_BYTES,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(4096..=1 << 30))]
+    pub stream_queue_bytes: usize,
     /// Megabytes of linear memory all door instances may hold together;
     /// a door refused memory by it is answered 503.
     #[arg(long, value_name = "MB", default_value_t = (memory::MAX_DOOR_MEMORY_BYTES >> 20) as u64,
@@ -290,6 +296,7 @@ impl DoorArgs {
             limits: request::Limits {
                 max_memory_bytes: (self.max_memory_mb as usize) << 20,
                 max_cpu_ms: self.max_cpu_ms,
+                stream_queue_bytes: self.stream_queue_bytes,
             },
             http: server::HttpLimits {
                 max_body_bytes: self.max_body_bytes,

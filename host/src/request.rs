@@ -24,6 +24,10 @@ pub struct Limits {
     pub max_memory_bytes: usize,
     /// Milliseconds the door may run without waiting (see [`store`]).
     pub max_cpu_ms: u64,
+    /// Bytes a streamed body queues ahead of the socket before the door, or
+    /// the host passing events on, waits for the client: rounded up to
+    /// writes of [`response_stream::CHUNK_BYTES`].
+    pub stream_queue_bytes: usize,
 }
 
 impl Default for Limits {
@@ -31,7 +35,18 @@ impl Default for Limits {
         Limits {
             max_memory_bytes: memory::MAX_MEMORY_BYTES,
             max_cpu_ms: cpu::MAX_CPU_MS,
+            stream_queue_bytes: response_stream::QUEUE_BYTES,
         }
+    }
+}
+
+impl Limits {
+    /// The writes of at most [`response_stream::CHUNK_BYTES`] a streamed
+    /// body queues.
+    pub fn stream_chunks(&self) -> usize {
+        self.stream_queue_bytes
+            .div_ceil(response_stream::CHUNK_BYTES)
+            .max(1)
     }
 }
 
@@ -72,7 +87,9 @@ impl RequestState {
             // The door gets no environment, arguments, files or stdio.
             wasi: WasiCtx::builder().build(),
             http,
-            hooks: NoOutgoingRequests,
+            hooks: NoOutgoingRequests {
+                chunks: response_stream::QUEUE_BYTES / response_stream::CHUNK_BYTES,
+            },
             table,
         }
     }
@@ -117,17 +134,21 @@ impl DoorView for RequestState {
 
 /// The door answers requests and sends none: the host's default hooks, with
 /// outgoing HTTP refused (the crate's default sender is not compiled in).
-struct NoOutgoingRequests;
+struct NoOutgoingRequests {
+    /// Writes a streamed body queues (`Limits::stream_chunks`).
+    chunks: usize,
+}
 
 impl WasiHttpHooks for NoOutgoingRequests {
     /// A stream's events queue up to this many writes ahead of the socket, so
     /// the door does not wait on the connection's task for every event.
     fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
-        response_stream::CHUNKS
+        self.chunks
     }
 
     /// Each of those writes is at most 4 KiB, whoever writes (the door, or
-    /// the host passing framed events on): an unread stream queues 128 KiB.
+    /// the host passing framed events on): an unread stream queues
+    /// `--stream-queue-bytes` (128 KiB).
     fn p2_outgoing_body_chunk_size(&mut self) -> usize {
         response_stream::CHUNK_BYTES
     }
@@ -159,7 +180,9 @@ type OutgoingResult = Result<
 /// `max_cpu_ms` without waiting ([`crate::cpu::Meter`]). A door waiting in
 /// `poll` runs no wasm and reaches no deadline. Every call into the store
 /// runs inside [`crate::cpu::metered`], which sees the door wait.
-pub fn store(engine: &Engine, state: RequestState, limits: Limits) -> Store<RequestState> {
+pub fn store(engine: &Engine, mut state: RequestState, limits: Limits) -> Store<RequestState> {
+    state.hooks.chunks = limits.stream_chunks();
+    state.door.stream_chunks = limits.stream_chunks();
     let meter = state.cpu.clone();
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.memory);
@@ -191,8 +214,10 @@ pub fn store(engine: &Engine, state: RequestState, limits: Limits) -> Store<Requ
 /// [`store`]. (No kept store was refused memory: see `reusable`.)
 pub fn start_over(store: &mut Store<RequestState>, session: Arc<Session>, version: u64) {
     let state = store.data_mut();
+    let chunks = state.door.stream_chunks;
     state.door = DoorCtx::new(session);
     state.door.version = version;
+    state.door.stream_chunks = chunks;
     state.cpu.start_over();
     store.set_epoch_deadline(1);
 }
@@ -212,5 +237,26 @@ impl Stores {
         let memory = DoorMemory::new(self.limits.max_memory_bytes, self.memory.clone());
         let state = RequestState::new(self.session.clone(), memory);
         store(engine, state, self.limits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Limits;
+
+    /// `--stream-queue-bytes` is rounded up to whole 4 KiB writes.
+    #[test]
+    fn a_stream_queues_whole_writes() {
+        let chunks = |bytes| {
+            Limits {
+                stream_queue_bytes: bytes,
+                ..Limits::default()
+            }
+            .stream_chunks()
+        };
+        assert_eq!(Limits::default().stream_chunks(), 32);
+        assert_eq!(chunks(4096), 1);
+        assert_eq!(chunks(4097), 2);
+        assert_eq!(chunks(1 << 20), 256);
     }
 }

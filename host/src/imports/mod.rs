@@ -44,6 +44,9 @@ pub struct DoorCtx {
     /// What frames events for this version's streams apart from them,
     /// when the door can (see [`events::FrameEvents`]).
     pub framer: Option<Arc<dyn events::FrameEvents>>,
+    /// Writes of at most [`response_stream::CHUNK_BYTES`] a streamed body
+    /// queues ahead of the socket.
+    pub stream_chunks: usize,
 }
 
 impl DoorCtx {
@@ -57,6 +60,7 @@ impl DoorCtx {
             head: None,
             started: None,
             framer: None,
+            stream_chunks: response_stream::QUEUE_BYTES / response_stream::CHUNK_BYTES,
         }
     }
 

@@ -1,8 +1,9 @@
 //! `murmur:door/response-stream`: the body of an answer the door streams
 //! from a one-call `answer`. Opening it sends the response head; what the
-//! door writes goes to hyper through `wasi:http`'s own outgoing body, of
-//! [`CHUNKS`] writes of at most [`CHUNK_BYTES`] each, as on the `wasi:http`
-//! edge, so an unread stream queues about 128 KiB in the host before the
+//! door writes goes to hyper through `wasi:http`'s own outgoing body, in
+//! writes of at most [`CHUNK_BYTES`] each, as many as
+//! `--stream-queue-bytes` holds (as on the `wasi:http` edge), so an unread
+//! stream queues that much in the host (128 KiB by default) before the
 //! door waits.
 
 use hyper::header::{CONTENT_LENGTH, HeaderName, HeaderValue};
@@ -16,8 +17,9 @@ use wasmtime_wasi_http::p2::body::{HostOutgoingBody, HyperOutgoingBody, StreamCo
 use crate::bindings::response_stream::{Host, OutputStream};
 use crate::imports::DoorCtxView;
 
-/// Writes a door's streamed body queues ahead of the socket, on either edge.
-pub const CHUNKS: usize = 32;
+/// Bytes a door's streamed body queues ahead of the socket, on either edge
+/// (`--stream-queue-bytes`).
+pub const QUEUE_BYTES: usize = 128 << 10;
 /// Bytes one write of a door's body carries at most, on either edge.
 pub const CHUNK_BYTES: usize = 4096;
 
@@ -70,8 +72,12 @@ impl Host for DoorCtxView<'_> {
         // wasi:http's own outgoing body, bounded as the door's `wasi:http`
         // edge bounds it; dropping it unfinished ends the body once the
         // door drops the stream.
-        let (mut outgoing, body) =
-            HostOutgoingBody::new(StreamContext::Response, None, CHUNKS, CHUNK_BYTES);
+        let (mut outgoing, body) = HostOutgoingBody::new(
+            StreamContext::Response,
+            None,
+            self.ctx.stream_chunks,
+            CHUNK_BYTES,
+        );
         let stream = outgoing
             .take_output_stream()
             .expect("a new body has its stream");
