@@ -540,6 +540,64 @@ fn card(addr: &str) -> Reply {
     request(addr, "GET", "/.well-known/agent-card.json", &[], b"")
 }
 
+/// Issue 33, "The sandbox enforces the export, not only the rules": a door
+/// that ignores every rule of the planes (the faults door) finds only the
+/// directories holding the exports preopened, on a plane's request alone,
+/// and can read nothing outside them and change nothing inside them.
+#[test]
+fn the_sandbox_holds_the_export_whatever_the_door_does() {
+    use std::os::unix::fs::symlink;
+
+    let faulty = faulty_host(crate::guest_faults::faults_door(), 1000);
+    let work = faulty.dir.path().join("planes");
+    std::fs::create_dir_all(work.join("out/deep")).unwrap();
+    std::fs::write(work.join("out/a.txt"), b"inside").unwrap();
+    std::fs::write(work.join("secret.txt"), b"outside").unwrap();
+    symlink("../secret.txt", work.join("out/to-secret")).unwrap();
+    symlink("/", work.join("out/to-root")).unwrap();
+    let manifest = work.join("murmur.yaml");
+    std::fs::write(
+        &manifest,
+        "name: planes\nversion: 0.1.0\nexports:\n  files: [out/**]\n",
+    )
+    .unwrap();
+    let entry = json!({"manifest": manifest, "listen": "127.0.0.1:0", "state": work.join("state")});
+    let value: serde_yaml::Value = serde_json::from_value(entry).unwrap();
+    let entry = murmur_door_host::roster::Entry::parse(&value, faulty.dir.path(), "entry").unwrap();
+    let addr = faulty.runtime.block_on(faulty.host.add(entry)).unwrap();
+    let addr = addr.trim_start_matches("http://");
+
+    let tried = request(addr, "GET", "/resources/files/x", &[], b"").text();
+    assert_eq!(
+        tried.lines().collect::<Vec<_>>(),
+        [
+            "preopens: out",
+            "read inside: ok",
+            "read ..: refused",
+            "read absolute: refused",
+            "read a link out: refused",
+            "read a link to /: refused",
+            "create: refused",
+            "open to write: refused",
+            "truncate: refused",
+            "mkdir: refused",
+            "rename: refused",
+            "delete: refused",
+            "rmdir: refused",
+            "symlink: refused",
+            "set times: refused",
+            "set size: refused",
+        ]
+    );
+    assert_eq!(std::fs::read(work.join("out/a.txt")).unwrap(), b"inside");
+    assert!(!work.join("out/new.txt").exists() && !work.join("out/made").exists());
+    // The peer plane is not declared: nothing is preopened for it, and a
+    // request off the planes finds nothing preopened either.
+    let peer = request(addr, "GET", "/resources/peer/x", &[], b"").text();
+    assert_eq!(peer.lines().next(), Some("preopens: "));
+    assert_eq!(request(addr, "GET", "/preopens", &[], b"").text(), "");
+}
+
 /// Whatever a swapped-in door keeps between requests, reuse carries none of
 /// it across capsules or callers (README, "--idle-instances" and "The Agent
 /// Card caches"). The faults door keeps what its instance's first request

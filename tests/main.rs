@@ -16,6 +16,7 @@ mod interop;
 mod launch;
 mod listing;
 mod messages;
+mod planes;
 mod resume;
 mod standalone;
 mod streams;

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::extensions;
-use crate::http::{Request, Response};
+use crate::http::{self, Request, Response};
 use crate::methods::Method;
 use crate::model::{Capsule, Identity, Transport};
 use crate::timestamp;
@@ -39,7 +39,7 @@ pub fn public_card(request: &Request, capsule: &Capsule, identity: &Identity) ->
     if let Some(started) = capsule.started_at_ms {
         headers.push(("last-modified".into(), timestamp::http_date(started)));
     }
-    if not_modified(request, &etag, capsule.started_at_ms) {
+    if http::not_modified(request, &etag, capsule.started_at_ms) {
         return Response {
             status: 304,
             headers,
@@ -64,26 +64,6 @@ pub fn public_card(request: &Request, capsule: &Capsule, identity: &Identity) ->
 /// cost.
 fn etag(bytes: &[u8]) -> String {
     format!("\"{:032x}\"", xxhash_rust::xxh3::xxh3_128(bytes))
-}
-
-/// Whether the client's copy is current. If-None-Match is compared weakly
-/// (a `W/` tag matches its strong twin) and, when present, decides alone.
-fn not_modified(request: &Request, etag: &str, started_at_ms: Option<i64>) -> bool {
-    let tags = request.header_values("if-none-match");
-    if !tags.is_empty() {
-        return tags
-            .iter()
-            .flat_map(|line| line.split(','))
-            .map(|tag| tag.trim())
-            .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag);
-    }
-    let since = request
-        .header("if-modified-since")
-        .and_then(|date| timestamp::parse_http_date(&date));
-    match (since, started_at_ms) {
-        (Some(since), Some(started)) => started.div_euclid(1000) <= since,
-        _ => false,
-    }
 }
 
 /// Which card to derive.

@@ -10,6 +10,7 @@ use crate::http::{Request, Response};
 use crate::imports::Imports;
 use crate::methods::Method;
 use crate::model::{Caller, Capsule, CompletionRefusal, Origin, ResidueItem, Scope};
+use crate::planes::{self, FILES_PLANE, FileBody, PEER_PLANE, Served, on_plane};
 use crate::rpc::{self, Id};
 use crate::security::{self, TASK_ORIGIN, TASK_TRUST};
 use crate::send::{self, Provenance};
@@ -19,13 +20,14 @@ use crate::task_methods;
 use crate::version;
 
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
-const FILES_PLANE: &str = "/resources/files";
-const PEER_PLANE: &str = "/resources/peer";
 
 /// What the door answers: a whole response, or a stream.
 pub enum Reply<R> {
     Whole(Response),
     Stream(Stream<R>),
+    /// A served file's head, then its bytes, which the edge sends from the
+    /// file itself.
+    File(FileBody),
     /// The body could not be read whole: too large, too slow, or cut. The
     /// host that bounds bodies knows which, and answers for the door.
     Unread,
@@ -36,7 +38,7 @@ impl<R> Reply<R> {
     pub fn whole(self) -> Option<Response> {
         match self {
             Reply::Whole(response) => Some(response),
-            Reply::Stream(_) | Reply::Unread => None,
+            Reply::Stream(_) | Reply::File(_) | Reply::Unread => None,
         }
     }
 }
@@ -95,7 +97,13 @@ fn check<I: Imports>(
     // 4. The operator plane: its scope, then the plane.
     if on_plane(request.path(), FILES_PLANE) {
         security::require_scope(grant.as_ref(), Scope::ResourcesFiles)?;
-        return Err(plane(capsule.files_plane, "files").into());
+        if !capsule.files_plane {
+            return Err(Refusal::PlaneNotDeclared("files").into());
+        }
+        return match planes::files(imports, request)? {
+            Served::Whole(response) => Ok(Reply::Whole(response)),
+            Served::File(body) => Ok(Reply::File(body)),
+        };
     }
     // 5. Anything but a POST / with content-type: application/json and a body.
     if !(request.method == "POST" && request.path() == "/" && is_json(request)) {
@@ -162,11 +170,6 @@ fn public_paths<I: Imports>(imports: &I, request: &Request, capsule: &Capsule) -
         ));
     }
     None
-}
-
-fn on_plane(path: &str, plane: &str) -> bool {
-    path.strip_prefix(plane)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// An undeclared plane refuses every request; a declared one is served by
@@ -368,10 +371,24 @@ fn residue_item(item: &ResidueItem) -> Value {
 /// An HTTP refusal: `{"error", "message"}` and, on the token and scope
 /// refusals, `www-authenticate`.
 fn refused<I: Imports>(refusal: &Refusal, imports: &I) -> Response {
+    let mut response = refusal_body(refusal);
+    if let Some(challenge) = refusal.www_authenticate(|| imports.identity().name) {
+        response = response.with_header("www-authenticate", challenge);
+    }
+    response
+}
+
+/// A refusal that names no realm: its status, body and headers.
+pub fn refusal(refusal: &Refusal) -> Response {
+    debug_assert!(refusal.www_authenticate(String::new).is_none());
+    refusal_body(refusal)
+}
+
+fn refusal_body(refusal: &Refusal) -> Response {
     let body = json!({"error": refusal.code(), "message": refusal.message()});
     let response = Response::json(refusal.status(), &body);
-    match refusal.www_authenticate(|| imports.identity().name) {
-        Some(challenge) => response.with_header("www-authenticate", challenge),
+    match refusal.headers() {
+        Some((name, value)) => response.with_header(name, value),
         None => response,
     }
 }

@@ -551,6 +551,18 @@ pub enum Refusal {
     PlaneNotDeclared(&'static str),
     /// 501: a declared plane, which this door does not serve.
     PlaneNotServed(&'static str),
+    /// 404: anything a plane does not serve, byte-identical whatever the
+    /// cause: not exported, missing, a path no file can have, a link out
+    /// of the exports, a FIFO, socket or device.
+    FileNotFound,
+    /// 405: a plane answers GET and HEAD alone.
+    MethodNotAllowed,
+    /// 416: a range that starts past the end of a served file of this
+    /// many bytes.
+    RangeNotSatisfiable(u64),
+    /// 400: a listing's `pageSize` or `pageToken` the plane cannot read,
+    /// refused before the path is.
+    InvalidPage(&'static str),
 }
 
 /// The sentences of the refusals that are the same on every request.
@@ -559,6 +571,7 @@ pub const TOKEN_NOT_MINTED: &str = "the bearer token is not one this session min
 pub const TOKEN_NOT_BEARER: &str = "the Authorization header is not Bearer <token>";
 pub const TOKEN_REPEATED: &str = "more than one Authorization header";
 pub const PEER_NOT_ACCEPTED: &str = "this capsule does not accept tasks from peer capsules";
+pub const FILE_NOT_FOUND: &str = "nothing this plane serves is at this path";
 pub const NOT_FOUND: &str = "this door answers GET /.well-known/agent-card.json and JSON-RPC as POST / with content-type: application/json and a body";
 
 impl Refusal {
@@ -568,6 +581,10 @@ impl Refusal {
             Refusal::InsufficientScope { .. } | Refusal::PeerNotAccepted => 403,
             Refusal::NotFound | Refusal::PlaneNotDeclared(_) => 404,
             Refusal::PlaneNotServed(_) => 501,
+            Refusal::FileNotFound => 404,
+            Refusal::MethodNotAllowed => 405,
+            Refusal::RangeNotSatisfiable(_) => 416,
+            Refusal::InvalidPage(_) => 400,
         }
     }
 
@@ -580,6 +597,10 @@ impl Refusal {
             Refusal::NotFound => "not_found",
             Refusal::PlaneNotDeclared(_) => "plane_not_declared",
             Refusal::PlaneNotServed(_) => "plane_not_served",
+            Refusal::FileNotFound => "file_not_found",
+            Refusal::MethodNotAllowed => "method_not_allowed",
+            Refusal::RangeNotSatisfiable(_) => "range_not_satisfiable",
+            Refusal::InvalidPage(_) => "invalid_page",
         }
     }
 
@@ -596,6 +617,23 @@ impl Refusal {
             Refusal::PlaneNotServed(plane) => {
                 format!("the {plane} plane is declared, but this door does not serve it")
             }
+            Refusal::FileNotFound => FILE_NOT_FOUND.to_string(),
+            Refusal::MethodNotAllowed => "a plane answers GET and HEAD".to_string(),
+            Refusal::RangeNotSatisfiable(size) => {
+                format!("the range starts past the end of the file's {size} bytes")
+            }
+            Refusal::InvalidPage(why) => why.to_string(),
+        }
+    }
+
+    /// Headers a refusal carries beside its body and challenge.
+    pub fn headers(&self) -> Option<(&'static str, String)> {
+        match self {
+            Refusal::MethodNotAllowed => Some(("allow", "GET, HEAD".into())),
+            Refusal::RangeNotSatisfiable(size) => {
+                Some(("content-range", format!("bytes */{size}")))
+            }
+            _ => None,
         }
     }
 

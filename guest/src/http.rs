@@ -141,6 +141,28 @@ impl Response {
     }
 }
 
+/// Whether the client's copy of an answer with `etag`, last changed at
+/// `modified_ms`, is current (RFC 9110 13.1.2, 13.1.3). If-None-Match is
+/// compared weakly (a `W/` tag matches its strong twin) and, when present,
+/// decides alone.
+pub fn not_modified(request: &Request, etag: &str, modified_ms: Option<i64>) -> bool {
+    let tags = request.header_values("if-none-match");
+    if !tags.is_empty() {
+        return tags
+            .iter()
+            .flat_map(|line| line.split(','))
+            .map(|tag| tag.trim())
+            .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag);
+    }
+    let since = request
+        .header("if-modified-since")
+        .and_then(|date| crate::timestamp::parse_http_date(&date));
+    match (since, modified_ms) {
+        (Some(since), Some(modified)) => modified.div_euclid(1000) <= since,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

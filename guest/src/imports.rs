@@ -3,9 +3,11 @@
 //! under test.
 
 use crate::model::{
-    Caller, Capsule, CompletionRefusal, Framed, Grant, Identity, ListQuery, NewTask, Next, Page,
-    PassOn, Started, StopReport, Task, TaskError,
+    Caller, Capsule, CompletionRefusal, Exports, Framed, Grant, Identity, ListQuery, NewTask, Next,
+    Page, PassOn, Started, StopReport, Task, TaskError,
 };
+
+use crate::planes::tree::{Dir, Preopened};
 
 pub trait Imports {
     /// `session.describe`: the facts the rules read on every request.
@@ -13,6 +15,13 @@ pub trait Imports {
     /// `session.identify`: the capsule's names, for the card and the few
     /// answers that name them.
     fn identity(&self) -> Identity;
+    /// `session.exports`: what the planes export.
+    fn exports(&self) -> Exports;
+    /// A directory the host preopened (`wasi:filesystem`).
+    type Dir: Dir;
+    /// The directories the host preopened for this request: a plane's
+    /// exports on a request on a plane, none on any other.
+    fn preopens(&self) -> Preopened<Self::Dir>;
     /// `tokens.verify`: what a presented token grants, if this session minted it.
     fn verify(&self, token: &str) -> Option<Grant>;
     /// `session.stop`: murmur.StopSession; an error says why the store

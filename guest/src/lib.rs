@@ -2,8 +2,9 @@
 //! decided from the request and from what the host's imports answer.
 //!
 //! The logic is plain Rust written against [`Imports`], so it compiles and is
-//! tested natively; `wasm` is the thin `wasi:http` edge that runs it as a
-//! component.
+//! tested natively; `wasm` is the edge that runs it as a component: the
+//! one-call `answer` the host calls (`wasm/answer.rs`), and the
+//! `wasi:http` handler any `wasi:http` host calls.
 
 pub mod agent_text;
 pub mod card;
@@ -16,6 +17,7 @@ pub mod listing;
 pub mod message;
 pub mod methods;
 pub mod model;
+pub mod planes;
 pub mod rpc;
 pub mod security;
 pub mod send;

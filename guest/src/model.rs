@@ -49,6 +49,16 @@ impl Capsule {
     }
 }
 
+/// What the planes export (`session.exports`): workdir-relative paths and
+/// globs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Exports {
+    /// `exports.files`
+    pub files: Vec<String>,
+    /// `exports.peer_files`
+    pub peer_files: Vec<String>,
+}
+
 /// The capsule's names: what the card shows, and what a few answers name.
 /// Asked for apart from [`Capsule`], only where it is needed.
 #[derive(Clone, Debug, PartialEq, Eq)]

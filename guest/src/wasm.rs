@@ -4,6 +4,7 @@
 //! is the edge that answers a whole request in one call.
 
 mod answer;
+mod files;
 mod host;
 
 use wasip2::http::types::{
@@ -45,9 +46,46 @@ impl wasip2::exports::http::incoming_handler::Guest for Door {
                 pump(stream, sink);
                 let _ = OutgoingBody::finish(body, None);
             }
+            Reply::File(file) => send_file(out, file),
         }
     }
 }
+
+/// A served file's head, then its bytes spliced from the file to the body
+/// in the host, never through the door's memory. A file that shrank since
+/// it was looked at leaves the body short, and unfinished: the client sees
+/// it cut, not complete.
+fn send_file(out: ResponseOutparam, file: crate::planes::FileBody) {
+    let Some(descriptor) = files::open(&file.path) else {
+        return write(
+            out,
+            crate::door::refusal(&crate::errors::Refusal::FileNotFound),
+        );
+    };
+    let Ok(input) = descriptor.read_via_stream(file.offset) else {
+        return write(
+            out,
+            crate::door::refusal(&crate::errors::Refusal::FileNotFound),
+        );
+    };
+    let Some((body, sink)) = open(out, file.head.status, file.head.headers) else {
+        return;
+    };
+    let mut left = file.len;
+    while left > 0 {
+        match sink.blocking_splice(&input, left.min(SPLICE_BYTES)) {
+            Ok(0) | Err(_) => break,
+            Ok(sent) => left -= sent,
+        }
+    }
+    drop((input, sink));
+    if left == 0 {
+        let _ = OutgoingBody::finish(body, None);
+    }
+}
+
+/// Bytes one splice of a served file moves at most.
+const SPLICE_BYTES: u64 = 64 * 1024;
 
 /// Writes a stream's events to `sink` until the stream ends.
 fn pump(stream: crate::streams::Stream<host::Reader>, sink: OutputStream) {

@@ -307,7 +307,7 @@ fn check(
     match reply {
         Reply::Whole(response) => {
             assert!(
-                [200, 401, 403, 404, 501].contains(&response.status),
+                [200, 400, 401, 403, 404, 405, 501].contains(&response.status),
                 "status {}",
                 response.status
             );
@@ -359,6 +359,7 @@ fn check(
             "stream".to_string()
         }
         Reply::Unread => panic!("a body that was read whole came back unread"),
+        Reply::File(file) => panic!("a file served with nothing preopened: {file:?}"),
     }
 }
 
@@ -440,4 +441,198 @@ fn the_door_answers_whatever_comes_in() {
     for reached in ["result", "stream", "-32602", "-32001"] {
         assert!(tally.contains_key(reached), "no {reached} in {tally:?}");
     }
+}
+
+/// Segments a plane's path is drawn from: names in the fuzz workdir, dots,
+/// slashes and their encodings, look-alikes, and bytes that are no UTF-8.
+const PATH_WORDS: &[&str] = &[
+    "out",
+    "deep",
+    "a.txt",
+    "b.bin",
+    "logs",
+    "x.txt",
+    "y.log",
+    "report.md",
+    "secret.txt",
+    "murmur.yaml",
+    "to-secret",
+    "to-etc",
+    "up",
+    "loop",
+    "fifo",
+    "in",
+    ".",
+    "..",
+    "",
+    "%2e",
+    "%2e%2e",
+    "%2E%2e",
+    "%2f",
+    "%2F",
+    "%5c",
+    "\\",
+    "%00",
+    "%252e%252e",
+    "%c0%ae",
+    "%c0%af",
+    "%e2%80%a4",
+    "%ef%bc%8f",
+    "%ff",
+    "%",
+    "OUT",
+    "*",
+    "**",
+    "?",
+    "[",
+    "~",
+    "/",
+    "//",
+];
+
+/// A GET under the operator plane with a path made of `PATH_WORDS` and
+/// random bytes.
+fn plane_request(u: &mut Unstructured) -> Result<Request> {
+    let mut path = String::from("/resources/files");
+    for _ in 0..u.int_in_range(0..=8)? {
+        path.push('/');
+        if u.ratio(1, 8)? {
+            let bytes: Vec<u8> = u.arbitrary()?;
+            path.extend(bytes.iter().map(|b| format!("%{b:02x}")));
+        } else {
+            path.push_str(u.choose(PATH_WORDS)?);
+        }
+    }
+    if u.ratio(1, 10)? {
+        path.push_str("?pageSize=1");
+    }
+    let method = if u.ratio(1, 10)? { "HEAD" } else { "GET" };
+    Ok(Request::new(method, path, [("range", "bytes=0-")]))
+}
+
+/// The fuzz workdir: `out/**`, `report.md` and `logs/*.txt` exported,
+/// beside files that are not and links that lead out of the exports, out
+/// of the workdir, in a loop and back in.
+fn plane_workdir() -> std::path::PathBuf {
+    use std::os::unix::fs::symlink;
+    let dir = std::env::temp_dir().join(format!("murmur-door-fuzz-planes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (path, text) in [
+        ("out/a.txt", "a"),
+        ("out/deep/b.bin", "b"),
+        ("report.md", "r"),
+        ("logs/x.txt", "x"),
+        ("logs/y.log", "SECRET"),
+        ("secret.txt", "SECRET"),
+        ("murmur.yaml", "SECRET"),
+    ] {
+        std::fs::create_dir_all(dir.join(path).parent().unwrap()).unwrap();
+        std::fs::write(dir.join(path), text).unwrap();
+    }
+    for (link, target) in [
+        ("out/to-secret", "../secret.txt"),
+        ("out/to-etc", "/etc/passwd"),
+        ("out/up", "../.."),
+        ("out/loop", "loop"),
+        ("out/in", "../logs"),
+        ("out/deep/to-secret", "../../secret.txt"),
+    ] {
+        symlink(target, dir.join(link)).unwrap();
+    }
+    dir
+}
+
+/// Issue 33, "A fuzz target over the path resolver": whatever path comes
+/// in, the plane serves only what is exported. A file it sends is one of
+/// the exported files, and a listing names nothing that is not served.
+#[test]
+fn no_path_resolves_outside_the_exports() {
+    let workdir = plane_workdir();
+    let host = FakeHost::new(false);
+    *host.exports.borrow_mut() = murmur_door_guest::model::Exports {
+        files: vec!["out/**".into(), "report.md".into(), "logs/*.txt".into()],
+        peer_files: Vec::new(),
+    };
+    *host.preopened.borrow_mut() = vec![(".".into(), workdir.clone())];
+    let served_files = ["out/a.txt", "out/deep/b.bin", "report.md", "logs/x.txt"];
+    let hidden = [
+        "y.log",
+        "secret.txt",
+        "murmur.yaml",
+        "to-secret",
+        "to-etc",
+        "up",
+        "loop",
+    ];
+    let seed: u64 = std::env::var("FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let cases: u64 = std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut data = vec![0u8; 256];
+    let mut tally = std::collections::BTreeMap::<u16, u64>::new();
+    for n in 0..cases {
+        rng.fill(&mut data);
+        let Ok(request) = plane_request(&mut Unstructured::new(&data)) else {
+            continue;
+        };
+        let status = match handle(&host, &request, Vec::new) {
+            Reply::File(file) => {
+                let path = file.path.join("/");
+                assert!(
+                    served_files.contains(&path.as_str()),
+                    "case {n}: {} sent {path}",
+                    request.path_with_query
+                );
+                let real = std::fs::canonicalize(workdir.join(&path)).unwrap();
+                assert_eq!(real, workdir.join(&path), "case {n}: {path} is a link");
+                file.head.status
+            }
+            // A HEAD of a file: its GET sends a file that is served.
+            Reply::Whole(response) if response.status == 200 && response.body.is_empty() => {
+                let get = Request::new("GET", request.path_with_query.clone(), [("x", "")]);
+                let Reply::File(file) = handle(&host, &get, Vec::new) else {
+                    panic!(
+                        "case {n}: a HEAD of {} is no file's",
+                        request.path_with_query
+                    );
+                };
+                assert!(
+                    served_files.contains(&file.path.join("/").as_str()),
+                    "case {n}"
+                );
+                response.status
+            }
+            Reply::Whole(response) => {
+                if response.status == 200 {
+                    let listing: Value = serde_json::from_slice(&response.body).unwrap();
+                    for entry in listing["entries"].as_array().unwrap() {
+                        let name = entry["name"].as_str().unwrap();
+                        assert!(
+                            !hidden.contains(&name),
+                            "case {n}: {} lists {name}",
+                            request.path_with_query
+                        );
+                    }
+                } else {
+                    assert!(
+                        [304, 400, 404].contains(&response.status),
+                        "case {n}: {}",
+                        response.status
+                    );
+                }
+                response.status
+            }
+            Reply::Stream(_) | Reply::Unread => panic!("case {n}: a plane answered a stream"),
+        };
+        *tally.entry(status).or_default() += 1;
+    }
+    println!("{cases} plane paths from seed {seed}: {tally:?}");
+    // The paths reach files, listings and the refusal alike.
+    assert!(tally.len() >= 3 && tally.contains_key(&404), "{tally:?}");
+    std::fs::remove_dir_all(&workdir).unwrap();
 }

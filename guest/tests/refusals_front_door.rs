@@ -581,10 +581,11 @@ fn step_4_operator_plane() {
         ),
         b"",
     );
+    // The plane itself, nothing exported: see tests/planes.rs end to end.
     assert_refusal(
         &response,
-        501,
-        r#"{"error":"plane_not_served","message":"the files plane is declared, but this door does not serve it"}"#,
+        404,
+        r#"{"error":"file_not_found","message":"nothing this plane serves is at this path"}"#,
         None,
     );
     let response = answer(&host, &request("GET", "/resources/peer/h_1", &[]), b"");

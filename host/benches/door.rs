@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use murmur_door_guest::model as guest;
+use murmur_door_guest::planes::tree::{Preopened, StdDir};
 use murmur_door_host::cpu;
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::Manifest;
@@ -233,6 +234,13 @@ impl murmur_door_guest::Imports for Native {
     }
     fn identity(&self) -> guest::Identity {
         self.1.clone()
+    }
+    fn exports(&self) -> guest::Exports {
+        guest::Exports::default()
+    }
+    type Dir = StdDir;
+    fn preopens(&self) -> Preopened<StdDir> {
+        Preopened::new([])
     }
     fn verify(&self, _token: &str) -> Option<guest::Grant> {
         None

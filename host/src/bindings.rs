@@ -13,6 +13,7 @@ wasmtime::component::bindgen!({
         "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll,
         "wasi:io/streams": wasmtime_wasi::p2::bindings::io::streams,
         "wasi:io/error": wasmtime_wasi::p2::bindings::io::error,
+        "wasi:filesystem/types": wasmtime_wasi::p2::bindings::filesystem::types,
     },
     // A reader handle the table does not hold is a host bug, not an answer:
     // it traps the request rather than panicking the host.
@@ -24,6 +25,7 @@ wasmtime::component::bindgen!({
         "murmur:door/task-store.start": async,
         "murmur:door/request-body.read": async,
         "murmur:door/response-stream.open": trappable,
+        "murmur:door/response-stream.send-file": trappable,
     },
     require_store_data_send: true,
     additional_derives: [PartialEq],

@@ -56,6 +56,7 @@ impl Capsule {
                 Entry {
                     name,
                     manifest,
+                    workdir,
                     listen,
                     state,
                     tokens_file,
@@ -71,13 +72,10 @@ impl Capsule {
             .await
             .with_context(|| format!("listening on {listen}"))?;
         let url = listener_url(listener.local_addr()?);
-        let session = Arc::new(Session::start(
-            &manifest,
-            url.clone(),
-            opened.store,
-            agent,
-            replay,
-        )?);
+        let session = Arc::new(
+            Session::start(&manifest, url.clone(), opened.store, agent, replay)?
+                .with_workdir(workdir),
+        );
         // The tokens are on disk before the door answers anyone.
         session
             .tokens

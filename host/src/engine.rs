@@ -522,12 +522,13 @@ mod tests {
             .filter(|n| !n.starts_with("wasi:") && !n.starts_with("murmur:door/"))
             .collect();
         assert!(foreign.is_empty(), "{foreign:?}");
-        // The door sends no requests and opens no files or sockets.
-        for denied in [
-            "wasi:http/outgoing-handler",
-            "wasi:sockets/",
-            "wasi:filesystem/preopens",
-        ] {
+        // The door sends no requests and opens no sockets; it reads files
+        // only through what a plane's request finds preopened.
+        assert!(
+            imports.contains(&"wasi:filesystem/preopens@0.2.12"),
+            "{imports:?}"
+        );
+        for denied in ["wasi:http/outgoing-handler", "wasi:sockets/"] {
             assert!(
                 !imports.iter().any(|n| n.starts_with(denied)),
                 "{denied} in {imports:?}"

@@ -8,7 +8,9 @@ use std::path::Path;
 /// Bottom to top; modules on one line use none of each other.
 const LAYERS: &[&[&str]] = &[
     // Generated types, and leaves that know no other module.
-    &["bindings", "process", "cpu", "memory", "manifest"],
+    &["bindings", "process", "cpu", "memory", "planes"],
+    // The manifest, and the planes' exports it names.
+    &["manifest"],
     // The domain: tokens, the task store and hub, the agents, the session.
     &["tokens"],
     &["tasks"],

@@ -25,6 +25,7 @@ pub mod metrics;
 #[cfg(feature = "native-door")]
 pub mod native;
 pub mod one_call;
+pub mod planes;
 pub mod process;
 pub mod proxies;
 pub mod request;

@@ -81,6 +81,10 @@ enum Command {
     Serve {
         /// The capsule's manifest (murmur.yaml).
         manifest: PathBuf,
+        /// The capsule's workdir, which the planes' exports are relative
+        /// to; default the manifest's directory.
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
         /// The address to listen on; port 0 picks a free one.
         #[arg(long, default_value = "127.0.0.1:41873")]
         listen: SocketAddr,
@@ -370,6 +374,7 @@ fn main() -> ExitCode {
     let ran = match command {
         Command::Serve {
             manifest,
+            workdir,
             listen,
             state,
             tokens_file,
@@ -383,10 +388,12 @@ fn main() -> ExitCode {
             runtime.block_on(async {
                 let loaded = Manifest::load(&manifest)
                     .with_context(|| format!("manifest {}", manifest.display()))?;
+                let workdir = workdir.unwrap_or_else(|| roster::manifest_dir(&manifest));
                 let entry = Entry {
                     name: loaded.name.clone(),
                     manifest_path: manifest,
                     manifest: loaded,
+                    workdir,
                     listen,
                     state_key: state.clone(),
                     state,

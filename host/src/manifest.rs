@@ -6,6 +6,7 @@
 //! `network.authentication`, whose mere presence asks for an authenticated
 //! door: that fails closed rather than serving a public one.
 
+use crate::planes::Exports;
 use std::fmt;
 use std::path::Path;
 
@@ -115,10 +116,10 @@ pub struct Manifest {
     pub network_allow: Vec<String>,
     /// Some exactly when `network.authentication` is declared; manifest order.
     pub credentials: Option<Vec<Credential>>,
-    /// `exports.files` is declared.
-    pub files: bool,
-    /// `exports.peer_files` is declared.
-    pub peer_files: bool,
+    /// `exports.files`, when declared: what the operator plane exports.
+    pub files: Option<Exports>,
+    /// `exports.peer_files`, when declared: what the peer plane exports.
+    pub peer_files: Option<Exports>,
     /// `exports.peer_tasks.accept`
     pub peer_tasks_accept: bool,
     pub transport: Transport,
@@ -370,18 +371,36 @@ fn integer<T: TryFrom<u64>>(root: &Value, key: &str, min: u64) -> Result<Option<
     ))
 }
 
-/// An export is declared by a list of paths or a mapping.
-fn exported(root: &Value, key: &str) -> Result<bool, ManifestError> {
-    match get(root, key)? {
-        None => Ok(false),
-        Some(Value::Mapping(_)) => Ok(true),
-        Some(list @ Value::Sequence(_)) => strings(key, list).map(|_| true),
-        Some(other) => Err(ManifestError::expected(
-            key,
-            "a list of paths or a mapping",
-            other,
-        )),
-    }
+/// An export is declared by a list of workdir-relative paths and globs, or
+/// by a mapping: `{root: DIR}` exports DIR and everything under it, and a
+/// mapping without `root` (`{}`) declares the plane with nothing exported
+/// yet. Other keys of the mapping are not read.
+fn exported(root: &Value, key: &str) -> Result<Option<Exports>, ManifestError> {
+    let patterns = match get(root, key)? {
+        None => return Ok(None),
+        Some(Value::Mapping(mapping)) => match mapping.get("root") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(dir)) => vec![dir.clone()],
+            Some(other) => {
+                return Err(ManifestError::expected(
+                    &format!("{key}.root"),
+                    "a workdir-relative path",
+                    other,
+                ));
+            }
+        },
+        Some(list @ Value::Sequence(_)) => strings(key, list)?,
+        Some(other) => {
+            return Err(ManifestError::expected(
+                key,
+                "a list of paths or a mapping",
+                other,
+            ));
+        }
+    };
+    Exports::new(patterns)
+        .map(Some)
+        .map_err(|why| ManifestError::new(key, why))
 }
 
 fn credentials(root: &Value) -> Result<Option<Vec<Credential>>, ManifestError> {
@@ -564,8 +583,8 @@ context:
                         ],
                     },
                 ]),
-                files: true,
-                peer_files: true,
+                files: Some(Exports(vec!["out/**".into(), "report.md".into()])),
+                peer_files: Some(Exports(vec!["shared".into()])),
                 peer_tasks_accept: true,
                 transport: Transport::Process,
                 image_max_bytes: 1_048_576,
@@ -587,8 +606,8 @@ context:
                 shell_allow: vec![],
                 network_allow: vec![],
                 credentials: None,
-                files: false,
-                peer_files: false,
+                files: None,
+                peer_files: None,
                 peer_tasks_accept: false,
                 transport: Transport::Http,
                 image_max_bytes: 5_242_880,
@@ -602,7 +621,7 @@ context:
         let manifest =
             Manifest::parse(&with("tools:\ncapabilities:\nexports:\n  files: ~\n")).unwrap();
         assert!(manifest.tools.is_empty());
-        assert!(!manifest.files);
+        assert_eq!(manifest.files, None);
     }
 
     #[test]
@@ -732,6 +751,33 @@ context:
                 "exports:\n  peer_files: [1]\n",
                 "exports.peer_files",
                 "expected a list of strings, found a number at index 0",
+            ),
+            // Issue 33: the launch stops, naming the key, on an absolute
+            // path, a `..` segment or a glob that does not parse.
+            (
+                "exports:\n  files: [out/**, /etc/passwd]\n",
+                "exports.files",
+                "\"/etc/passwd\" is absolute: exports are relative to the workdir",
+            ),
+            (
+                "exports:\n  peer_files: [shared/../..]\n",
+                "exports.peer_files",
+                "\"shared/../..\" has a `..` segment: exports stay inside the workdir",
+            ),
+            (
+                "exports:\n  files: ['logs/[a-']\n",
+                "exports.files",
+                "\"logs/[a-\" invalid range pattern",
+            ),
+            (
+                "exports:\n  files: {root: /srv}\n",
+                "exports.files",
+                "\"/srv\" is absolute: exports are relative to the workdir",
+            ),
+            (
+                "exports:\n  files: {root: [a]}\n",
+                "exports.files.root",
+                "expected a workdir-relative path, found a list",
             ),
             (
                 "exports:\n  peer_tasks:\n    accept: 'yes'\n",

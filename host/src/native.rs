@@ -14,6 +14,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Frame;
 use hyper::{Request, Response};
 use murmur_door_guest::model::*;
+use murmur_door_guest::planes::tree::{Preopened, StdDir};
 use murmur_door_guest::{Imports, Reply};
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi_http::Error;
@@ -37,11 +38,32 @@ pub async fn answer(session: Arc<Session>, request: Request<Bytes>) -> Response<
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_bytes())),
     );
-    let imports = Native::new(session, tokio::runtime::Handle::current());
+    let mut imports = Native::new(session, tokio::runtime::Handle::current());
+    imports.path = parts.uri.path().to_string();
     // The rules run on the request's own task, as the component's instance
     // does; what blocks in them (a held SendMessage) blocks in place.
     match murmur_door_guest::handle(&imports, &head, || body.to_vec()) {
         Reply::Whole(response) => whole(response),
+        Reply::File(file) => {
+            let workdir = &imports.call(|v| v.ctx.session.planes.workdir.clone());
+            match std::fs::File::open(workdir.join(file.path.join("/"))) {
+                Ok(opened) => {
+                    let body = crate::imports::response_stream::file_bytes(
+                        Arc::new(opened),
+                        file.offset,
+                        file.len,
+                    );
+                    let mut head = Response::builder().status(file.head.status);
+                    for (name, value) in file.head.headers {
+                        head = head.header(name, value);
+                    }
+                    head.body(body).expect("the door's head is valid")
+                }
+                Err(_) => whole(murmur_door_guest::door::refusal(
+                    &murmur_door_guest::errors::Refusal::FileNotFound,
+                )),
+            }
+        }
         Reply::Unread => Response::builder()
             .status(500)
             .body(empty())
@@ -103,6 +125,8 @@ impl hyper::body::Body for Chunks {
 struct Native {
     state: RefCell<(DoorCtx, ResourceTable)>,
     runtime: tokio::runtime::Handle,
+    /// The request's path: a plane's request reads that plane's exports.
+    path: String,
 }
 
 impl Native {
@@ -110,6 +134,7 @@ impl Native {
         Native {
             state: RefCell::new((DoorCtx::new(session), ResourceTable::new())),
             runtime,
+            path: String::new(),
         }
     }
 
@@ -128,6 +153,34 @@ impl Imports for Native {
 
     fn identity(&self) -> Identity {
         from_identity(self.call(|v| session::Host::identify(v)))
+    }
+
+    fn exports(&self) -> Exports {
+        let exports = self.call(|v| session::Host::exports(v));
+        Exports {
+            files: exports.files,
+            peer_files: exports.peer_files,
+        }
+    }
+
+    type Dir = StdDir;
+
+    /// The plane's roots read with `std::fs`: the baseline has no sandbox.
+    fn preopens(&self) -> Preopened<StdDir> {
+        let planes = self.call(|v| v.ctx.session.planes.clone());
+        let roots = match planes.of(&self.path) {
+            Some(exports) => exports.roots(&planes.workdir),
+            None => Vec::new(),
+        };
+        Preopened::new(roots.into_iter().map(|root| {
+            let dir = StdDir(planes.workdir.join(root.join("/")));
+            let name = if root.is_empty() {
+                ".".into()
+            } else {
+                root.join("/")
+            };
+            (name, dir)
+        }))
     }
 
     fn verify(&self, token: &str) -> Option<Grant> {

@@ -49,7 +49,12 @@ pub async fn answer(
     let head = door.head.take();
     match (reply?, head) {
         (Reply::Whole(response), Some(head)) => {
-            let length = response.body.len();
+            let length = match parts.method == hyper::Method::HEAD && response.body.is_empty() {
+                // A HEAD's answer names the length its GET's body would
+                // have, and has none.
+                true => declared_length(&response.headers).unwrap_or(0),
+                false => response.body.len(),
+            };
             let body = Full::new(Bytes::from(response.body))
                 .map_err(|never| match never {})
                 .boxed_unsync();
@@ -72,6 +77,14 @@ pub async fn answer(
             "the door answered whole after opening a stream",
         )),
     }
+}
+
+/// The `content-length` an answer's headers name, if one does.
+fn declared_length(headers: &[(String, String)]) -> Option<usize> {
+    headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.parse().ok())
 }
 
 /// The request's header lines as `request-head` carries them: every name

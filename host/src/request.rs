@@ -58,7 +58,9 @@ pub struct RequestState {
     pub memory: DoorMemory,
     /// The CPU the door has used since it last waited (`--max-cpu-ms`).
     pub cpu: Arc<Meter>,
-    wasi: WasiCtx,
+    /// No environment, arguments, files or stdio; on a plane's request,
+    /// the plane's directories preopened read-only (see `planes`).
+    pub wasi: WasiCtx,
     http: WasiHttpCtx,
     hooks: NoOutgoingRequests,
     table: ResourceTable,

@@ -8,6 +8,7 @@
 //! capsules:
 //!   - name: alpha                  # default: the manifest's name
 //!     manifest: alpha/murmur.yaml
+//!     workdir: alpha/work          # default: the manifest's directory
 //!     listen: 127.0.0.1:41873
 //!     state: alpha/.murmur-door
 //!     tokens_file: alpha/tokens.json       # default: STATE/tokens.json
@@ -39,6 +40,9 @@ pub struct Entry {
     pub name: String,
     pub manifest_path: PathBuf,
     pub manifest: Manifest,
+    /// What the planes' exports are relative to: the manifest's directory
+    /// unless the entry names one.
+    pub workdir: PathBuf,
     pub listen: SocketAddr,
     pub state: PathBuf,
     /// `state` resolved, so two spellings of one directory compare equal.
@@ -49,6 +53,14 @@ pub struct Entry {
     /// Instances of the host's pool this capsule may hold at once, when not
     /// the host's `--capsule-instances`.
     pub instances: Option<u32>,
+}
+
+/// The directory that holds a manifest: a capsule's workdir by default.
+pub fn manifest_dir(manifest: &Path) -> PathBuf {
+    match manifest.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 /// The most instances an entry may ask for.
@@ -204,6 +216,7 @@ impl Entry {
             &[
                 "name",
                 "manifest",
+                "workdir",
                 "listen",
                 "state",
                 "tokens_file",
@@ -225,6 +238,10 @@ impl Entry {
                     "expected 1 to 64 letters, digits, '-', '_' or '.'",
                 ));
             }
+        };
+        let workdir = match map.get("workdir") {
+            None | Some(Value::Null) => manifest_dir(&manifest_path),
+            Some(v) => base.join(path(Some(v), at, "workdir")?),
         };
         let listen = address(map.get("listen"), at, "listen")?;
         let state = base.join(path(map.get("state"), at, "state")?);
@@ -253,6 +270,7 @@ impl Entry {
             name,
             manifest_path,
             manifest,
+            workdir,
             listen,
             state_key: state_key(&state),
             state,
@@ -398,7 +416,7 @@ mod tests {
         );
         assert_eq!(
             entry("{name: beta, manifest: a.yaml, listen: 127.0.0.1:0, state: s, colour: red}"),
-            "capsules[0] (beta): colour: is not a key here (expected one of name, manifest, listen, state, tokens_file, control_token_file, resume, instances)"
+            "capsules[0] (beta): colour: is not a key here (expected one of name, manifest, workdir, listen, state, tokens_file, control_token_file, resume, instances)"
         );
         assert_eq!(
             entry("{name: 'a/b', manifest: a.yaml, listen: 127.0.0.1:0, state: s}"),

@@ -646,8 +646,15 @@ impl Server {
         }
         let body: BoxedBody = body.boxed_unsync();
 
-        let (mut store, instance, uses) = match self.shared.idle.take(&owner, &self.stores.session)
-        {
+        // A request on a plane finds that plane's directories preopened, in
+        // a store of its own: it takes no kept instance, and leaves none.
+        let plane = self.stores.session.planes.of(parts.uri.path());
+        let on_plane = plane.is_some();
+        let kept = match on_plane {
+            true => None,
+            false => self.shared.idle.take(&owner, &self.stores.session),
+        };
+        let (mut store, instance, uses) = match kept {
             Some(Kept {
                 mut store,
                 instance,
@@ -660,6 +667,9 @@ impl Server {
             None => {
                 let mut store = self.stores.store(&serving.live().door.engine);
                 store.data_mut().door.version = serving.live().version;
+                if let Some(exports) = plane {
+                    store.data_mut().wasi = self.stores.session.planes.preopened(exports);
+                }
                 (store, None, 0)
             }
         };
@@ -735,7 +745,7 @@ impl Server {
                 let answered = match answered {
                     // Kept for its caller's next request, unless the
                     // session is closing.
-                    Ok(instance) if !session.tasks.closing() => {
+                    Ok(instance) if !session.tasks.closing() && !on_plane => {
                         let uses = uses + 1;
                         idle.keep(
                             owner,

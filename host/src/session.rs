@@ -1,13 +1,15 @@
 //! The session a door answers for: the capsule's facts derived from the
 //! manifest at launch, its id, its minted tokens, and its tasks.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::agents::{Agent, ScriptAgent};
 use crate::bindings::session::{
-    Capsule, Identity, ImageLimits, InferenceTransport, Planes, TaskAcceptance,
+    Capsule, Identity, ImageLimits, InferenceTransport, Planes as Flags, TaskAcceptance,
 };
 use crate::manifest::{self, Manifest};
+use crate::planes::Planes;
 use crate::tasks::events::DEFAULT_REPLAY_BUFFER;
 use crate::tasks::store::Store;
 use crate::tasks::{self, Hub};
@@ -18,6 +20,8 @@ pub struct Session {
     pub identity: Identity,
     pub tokens: Tokens,
     pub tasks: Arc<Hub>,
+    /// What the planes export, from which workdir.
+    pub planes: Planes,
 }
 
 impl Session {
@@ -55,12 +59,25 @@ impl Session {
             tools: manifest.tools.clone(),
         };
         let tasks = Hub::new(store, agent, capsule.task_acceptance, replay_buffer);
+        let planes = Planes {
+            workdir: PathBuf::from("."),
+            files: manifest.files.clone(),
+            peer_files: manifest.peer_files.clone(),
+        };
         Ok(Session {
             capsule,
             identity,
             tokens,
             tasks,
+            planes,
         })
+    }
+
+    /// The session with its planes' exports relative to `workdir` (by
+    /// default the directory the host runs in).
+    pub fn with_workdir(mut self, workdir: PathBuf) -> Session {
+        self.planes.workdir = workdir;
+        self
     }
 
     pub fn id(&self) -> &str {
@@ -85,12 +102,12 @@ pub fn new_session_id() -> String {
 
 /// The facts the door's rules read on every request.
 fn capsule(manifest: &Manifest, started_at_ms: i64) -> Capsule {
-    let mut planes = Planes::empty();
-    if manifest.files {
-        planes |= Planes::FILES;
+    let mut planes = Flags::empty();
+    if manifest.files.is_some() {
+        planes |= Flags::FILES;
     }
-    if manifest.peer_files {
-        planes |= Planes::PEER_FILES;
+    if manifest.peer_files.is_some() {
+        planes |= Flags::PEER_FILES;
     }
     Capsule {
         started_at_ms: Some(started_at_ms),

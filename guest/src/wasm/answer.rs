@@ -25,19 +25,39 @@ impl Guest for OneCall {
             .collect();
         let request = Request::from_fields(head.method, head.path_with_query, head.fields, lines);
         match crate::handle_unless_unread(&Host, &request, request_body::read) {
-            Reply::Whole(response) => Wire::Whole(Response {
-                status: response.status,
-                headers: response.headers,
-                body: response.body,
-            }),
+            Reply::Whole(response) => whole(response),
             Reply::Unread => Wire::Unread,
             Reply::Stream(mut stream) => {
                 let headers = std::mem::take(&mut stream.headers);
                 super::pump(stream, response_stream::open(200, &headers));
                 Wire::Streamed
             }
+            // The host reads the file's bytes after the call, from the
+            // file the door opened in its preopens.
+            Reply::File(file) => match super::files::open(&file.path) {
+                Some(descriptor) => {
+                    let head = file.head;
+                    response_stream::send_file(
+                        head.status,
+                        &head.headers,
+                        &descriptor,
+                        file.offset,
+                        file.len,
+                    );
+                    Wire::Streamed
+                }
+                None => whole(crate::door::refusal(&crate::errors::Refusal::FileNotFound)),
+            },
         }
     }
+}
+
+fn whole(response: crate::Response) -> Wire {
+    Wire::Whole(Response {
+        status: response.status,
+        headers: response.headers,
+        body: response.body,
+    })
 }
 
 impl framing::Guest for OneCall {

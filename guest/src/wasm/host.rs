@@ -8,11 +8,12 @@ use std::fmt::Write;
 
 use crate::Imports;
 use crate::model::{
-    Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Framed,
-    Grant, Identity, ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page, PassOn,
-    ResidueItem, RunningCommand, Scope, Started, Status, StopReport, Task, TaskAcceptance,
+    Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Exports,
+    Framed, Grant, Identity, ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page,
+    PassOn, ResidueItem, RunningCommand, Scope, Started, Status, StopReport, Task, TaskAcceptance,
     TaskError, TaskMetadata, TaskState, Transport,
 };
+use crate::planes::tree::Preopened;
 
 wit_bindgen::generate!({
     path: "../wit",
@@ -21,6 +22,8 @@ wit_bindgen::generate!({
         "wasi:io/poll@0.2.12": wasip2::io::poll,
         "wasi:io/streams@0.2.12": wasip2::io::streams,
         "wasi:io/error@0.2.12": wasip2::io::error,
+        "wasi:filesystem/types@0.2.12": wasip2::filesystem::types,
+        "wasi:clocks/wall-clock@0.2.12": wasip2::clocks::wall_clock,
     },
 });
 
@@ -36,6 +39,20 @@ impl Imports for Host {
 
     fn identity(&self) -> Identity {
         from_identity(session::identify())
+    }
+
+    fn exports(&self) -> Exports {
+        let exports = session::exports();
+        Exports {
+            files: exports.files,
+            peer_files: exports.peer_files,
+        }
+    }
+
+    type Dir = wasip2::filesystem::types::Descriptor;
+
+    fn preopens(&self) -> Preopened<Self::Dir> {
+        super::files::preopened()
     }
 
     fn verify(&self, token: &str) -> Option<Grant> {

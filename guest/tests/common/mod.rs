@@ -8,10 +8,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 use murmur_door_guest::model::{
-    Caller, Capsule, CompletionRefusal, Credential, Delivery, Event, Framed, Grant, Identity,
-    ImageLimits, ListQuery, NewTask, Next, Page, PassOn, Scope, Started, Status, StopReport, Task,
-    TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
+    Caller, Capsule, CompletionRefusal, Credential, Delivery, Event, Exports, Framed, Grant,
+    Identity, ImageLimits, ListQuery, NewTask, Next, Page, PassOn, Scope, Started, Status,
+    StopReport, Task, TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
 };
+use murmur_door_guest::planes::tree::{Preopened, StdDir};
 use murmur_door_guest::{Imports, Request, Response};
 use serde_json::Value;
 
@@ -47,6 +48,10 @@ pub struct FakeHost {
     pub kept: RefCell<Vec<Framed>>,
     /// The store fails, saying this: list and stop answer it as an error.
     pub failing: RefCell<Option<String>>,
+    /// What the planes export, and the directories preopened for them, by
+    /// workdir-relative name.
+    pub exports: RefCell<Exports>,
+    pub preopened: RefCell<Vec<(String, std::path::PathBuf)>>,
     next: Cell<u64>,
 }
 
@@ -92,6 +97,8 @@ impl FakeHost {
             log: RefCell::default(),
             opened: RefCell::default(),
             idle_waits: Cell::new(0),
+            exports: RefCell::default(),
+            preopened: RefCell::default(),
             next: Cell::new(1),
         }
     }
@@ -160,6 +167,21 @@ impl Imports for FakeHost {
     fn identity(&self) -> Identity {
         self.identities.set(self.identities.get() + 1);
         self.identity.clone()
+    }
+
+    fn exports(&self) -> Exports {
+        self.exports.borrow().clone()
+    }
+
+    type Dir = StdDir;
+
+    fn preopens(&self) -> Preopened<StdDir> {
+        Preopened::new(
+            self.preopened
+                .borrow()
+                .iter()
+                .map(|(name, path)| (name.clone(), StdDir(path.clone()))),
+        )
     }
 
     fn verify(&self, token: &str) -> Option<Grant> {

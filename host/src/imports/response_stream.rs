@@ -6,13 +6,23 @@
 //! stream queues that much in the host (128 KiB by default) before the
 //! door waits.
 
+use std::future::Future;
+use std::os::unix::fs::FileExt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Frame, SizeHint};
 use hyper::header::{CONTENT_LENGTH, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use tokio::sync::oneshot;
 use wasmtime::component::Resource;
-use wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS;
+use wasmtime_wasi::filesystem::Descriptor;
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::p2::body::{HostOutgoingBody, HyperOutgoingBody, StreamContext};
+use wasmtime_wasi_http::{DEFAULT_FORBIDDEN_HEADERS, Error};
 
 use crate::bindings::response_stream::{Host, OutputStream};
 use crate::imports::DoorCtxView;
@@ -60,7 +70,111 @@ pub fn response(
     Ok(answer)
 }
 
+/// Bytes one read of a served file takes: hyper queues at most 16 of them
+/// (and ~400 KiB) ahead of a client that does not read, for as long as
+/// `--write-timeout-ms` lets it.
+pub const FILE_CHUNK_BYTES: usize = 64 << 10;
+
+/// A served file's bytes, read a chunk at a time on the blocking pool as
+/// hyper asks for them: a client that does not read holds no more than
+/// hyper's queue.
+struct FileBytes {
+    file: Arc<std::fs::File>,
+    offset: u64,
+    left: u64,
+    reading: Option<tokio::task::JoinHandle<std::io::Result<Bytes>>>,
+}
+
+impl hyper::body::Body for FileBytes {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        if self.left == 0 {
+            return Poll::Ready(None);
+        }
+        let (offset, wanted) = (self.offset, self.left.min(FILE_CHUNK_BYTES as u64) as usize);
+        let file = self.file.clone();
+        let reading = self.reading.get_or_insert_with(|| {
+            tokio::task::spawn_blocking(move || {
+                let mut chunk = vec![0; wanted];
+                let read = file.read_at(&mut chunk, offset)?;
+                chunk.truncate(read);
+                Ok(Bytes::from(chunk))
+            })
+        });
+        let read = std::task::ready!(Pin::new(reading).poll(cx));
+        self.reading = None;
+        match read {
+            // A file that shrank since the door looked at it: the body is
+            // cut, never padded or finished short.
+            Ok(Ok(chunk)) if chunk.is_empty() => {
+                self.left = 0;
+                Poll::Ready(Some(Err(Error::HttpResponseIncomplete)))
+            }
+            Ok(Ok(chunk)) => {
+                self.offset += chunk.len() as u64;
+                self.left -= chunk.len() as u64;
+                Poll::Ready(Some(Ok(Frame::data(chunk))))
+            }
+            Ok(Err(e)) => {
+                self.left = 0;
+                Poll::Ready(Some(Err(Error::InternalError(Some(e.to_string())))))
+            }
+            Err(_) => {
+                self.left = 0;
+                Poll::Ready(Some(Err(Error::InternalError(None))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.left)
+    }
+}
+
+/// `length` bytes of `file` from `offset`, as a response body.
+pub fn file_bytes(file: Arc<std::fs::File>, offset: u64, length: u64) -> HyperOutgoingBody {
+    FileBytes {
+        file,
+        offset,
+        left: length,
+        reading: None,
+    }
+    .boxed_unsync()
+}
+
 impl Host for DoorCtxView<'_> {
+    fn send_file(
+        &mut self,
+        status: u16,
+        headers: Vec<(String, String)>,
+        file: Resource<Descriptor>,
+        offset: u64,
+        length: u64,
+    ) -> wasmtime::Result<()> {
+        let head = self.ctx.head.take().ok_or_else(|| {
+            wasmtime::Error::msg("the door sent a file with no request to answer")
+        })?;
+        let file = match self.table.get(&file)? {
+            Descriptor::File(file) => file.file.clone(),
+            Descriptor::Dir(_) => {
+                return Err(wasmtime::Error::msg("the door sent a directory as a file"));
+            }
+        };
+        let body = file_bytes(file, offset, length);
+        let response = response(status, headers, Some(usize::try_from(length)?), body)?;
+        let _ = head.send(Ok(response));
+        Ok(())
+    }
+
     fn open(
         &mut self,
         status: u16,

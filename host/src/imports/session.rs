@@ -5,8 +5,9 @@ use std::sync::atomic::Ordering;
 
 use super::DoorCtxView;
 use crate::bindings::session::{
-    Capsule, CompletionReceipt, CompletionRefusal, Host, Identity, StopReport,
+    Capsule, CompletionReceipt, CompletionRefusal, Host, Identity, PlaneExports, StopReport,
 };
+use crate::planes::Exports;
 
 impl Host for DoorCtxView<'_> {
     fn describe(&mut self) -> Capsule {
@@ -15,6 +16,16 @@ impl Host for DoorCtxView<'_> {
 
     fn identify(&mut self) -> Identity {
         self.ctx.session.identity.clone()
+    }
+
+    fn exports(&mut self) -> PlaneExports {
+        let planes = &self.ctx.session.planes;
+        let patterns =
+            |exports: &Option<Exports>| exports.as_ref().map(|e| e.0.clone()).unwrap_or_default();
+        PlaneExports {
+            files: patterns(&planes.files),
+            peer_files: patterns(&planes.peer_files),
+        }
     }
 
     fn closing(&mut self) -> bool {

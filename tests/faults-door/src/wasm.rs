@@ -36,6 +36,13 @@ impl wasip2::exports::http::incoming_handler::Guest for Faults {
                 std::mem::forget(Fields::new());
             },
             Some("/sticky") => sticky(&request, out),
+            Some("/preopens") => {
+                let names = preopens();
+                let body = respond(out, Fields::new());
+                write(&body, names.join(",").as_bytes());
+                let _ = OutgoingBody::finish(body, None);
+            }
+            Some(path) if path.starts_with("/resources/") => escape(out),
             Some(path) if path.starts_with("/.well-known/agent-card.json") => card(path, out),
             Some("/huge-head") => {
                 // Pad one header until the host stops the door.
@@ -47,6 +54,80 @@ impl wasip2::exports::http::incoming_handler::Guest for Faults {
             _ => garbage_head(out),
         }
     }
+}
+
+/// The names of the directories this request finds preopened.
+fn preopens() -> Vec<String> {
+    wasip2::filesystem::preopens::get_directories()
+        .into_iter()
+        .map(|(_, name)| name)
+        .collect()
+}
+
+/// Ignores every rule of the planes and tries, through each preopen, to
+/// read outside it and to change anything inside it: one line a try,
+/// `name: ok` or `name: refused`. Only the sandbox stands in the way.
+fn escape(out: ResponseOutparam) {
+    use wasip2::filesystem::types::{DescriptorFlags as D, OpenFlags as O, PathFlags as P};
+    let mut lines = vec![format!("preopens: {}", preopens().join(","))];
+    for (dir, _) in wasip2::filesystem::preopens::get_directories() {
+        let read = |path: &str, follow: P| {
+            dir.open_at(follow, path, O::empty(), D::READ)
+                .and_then(|file| file.read(64, 0))
+                .map(|_| ())
+        };
+        let tries: Vec<(&str, Result<(), wasip2::filesystem::types::ErrorCode>)> = vec![
+            ("read inside", read("a.txt", P::empty())),
+            ("read ..", read("../secret.txt", P::empty())),
+            ("read absolute", read("/etc/passwd", P::empty())),
+            ("read a link out", read("to-secret", P::SYMLINK_FOLLOW)),
+            (
+                "read a link to /",
+                read("to-root/etc/passwd", P::SYMLINK_FOLLOW),
+            ),
+            (
+                "create",
+                dir.open_at(P::empty(), "new.txt", O::CREATE, D::READ | D::WRITE)
+                    .map(|_| ()),
+            ),
+            (
+                "open to write",
+                dir.open_at(P::empty(), "a.txt", O::empty(), D::WRITE)
+                    .map(|_| ()),
+            ),
+            (
+                "truncate",
+                dir.open_at(P::empty(), "a.txt", O::TRUNCATE, D::READ)
+                    .map(|_| ()),
+            ),
+            ("mkdir", dir.create_directory_at("made")),
+            ("rename", dir.rename_at("a.txt", &dir, "moved.txt")),
+            ("delete", dir.unlink_file_at("a.txt")),
+            ("rmdir", dir.remove_directory_at("deep")),
+            ("symlink", dir.symlink_at("a.txt", "linked")),
+            (
+                "set times",
+                dir.set_times_at(
+                    P::empty(),
+                    "a.txt",
+                    wasip2::filesystem::types::NewTimestamp::Now,
+                    wasip2::filesystem::types::NewTimestamp::Now,
+                ),
+            ),
+            (
+                "set size",
+                dir.open_at(P::empty(), "a.txt", O::empty(), D::READ)
+                    .and_then(|file| file.set_size(0)),
+            ),
+        ];
+        for (name, result) in tries {
+            let verdict = if result.is_ok() { "ok" } else { "refused" };
+            lines.push(format!("{name}: {verdict}"));
+        }
+    }
+    let body = respond(out, Fields::new());
+    write(&body, lines.join("\n").as_bytes());
+    let _ = OutgoingBody::finish(body, None);
 }
 
 /// Waits 100 ms, so what was written reaches the client first.

@@ -1,0 +1,129 @@
+//! A plane's path and query as the door reads them ("Planes"): the path
+//! after the plane's prefix, percent-decoded once, as segments; everything a
+//! plane cannot mean by a path is refused here, before any file is looked at.
+
+/// The segments of `rest` (what follows a plane's prefix: `""`, `/` or
+/// `/out/report.md`), each percent-decoded once. `""` and `/` are the
+/// plane's root, no segment. None, which the plane answers as a missing
+/// file, for: an empty, `.` or `..` segment (a trailing slash, `//`), a
+/// decoded `/` (`%2F`), a backslash or a NUL, a `%` not followed by two hex
+/// digits, and bytes that are not UTF-8 once decoded (overlong forms
+/// included).
+pub fn segments(rest: &str) -> Option<Vec<String>> {
+    if rest.is_empty() || rest == "/" {
+        return Some(Vec::new());
+    }
+    rest.strip_prefix('/')?.split('/').map(segment).collect()
+}
+
+fn segment(raw: &str) -> Option<String> {
+    let text = String::from_utf8(decode(raw)?).ok()?;
+    let refused =
+        text.is_empty() || text == "." || text == ".." || text.contains(['/', '\\', '\0']);
+    (!refused).then_some(text)
+}
+
+/// `raw` with each `%XX` replaced by its byte; None for a `%` without two
+/// hex digits after it.
+pub fn decode(raw: &str) -> Option<Vec<u8>> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == b'%' {
+            let hex = bytes.get(at + 1..at + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            at += 3;
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    Some(out)
+}
+
+/// The query's parameters, each name and value percent-decoded once (`+`
+/// left as it is); None for one that does not decode to UTF-8.
+pub fn query(path_with_query: &str) -> Option<Vec<(String, String)>> {
+    let Some((_, query)) = path_with_query.split_once('?') else {
+        return Some(Vec::new());
+    };
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let text = |raw: &str| String::from_utf8(decode(raw)?).ok();
+            Some((text(name)?, text(value)?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(rest: &str) -> Option<Vec<String>> {
+        segments(rest)
+    }
+
+    #[test]
+    fn a_path_is_its_segments_decoded_once() {
+        assert_eq!(of(""), Some(vec![]));
+        assert_eq!(of("/"), Some(vec![]));
+        assert_eq!(
+            of("/out/report.md"),
+            Some(vec!["out".into(), "report.md".into()])
+        );
+        assert_eq!(of("/a%20b"), Some(vec!["a b".into()]));
+        // Decoded once: `%252e` is the three characters `%2e`, a name.
+        assert_eq!(of("/%252e%252e"), Some(vec!["%2e%2e".into()]));
+        assert_eq!(of("/.hidden"), Some(vec![".hidden".into()]));
+        assert_eq!(of("/report.md."), Some(vec!["report.md.".into()]));
+    }
+
+    /// Issue: "after one percent-decoding: a `.`, `..` or empty segment, a
+    /// backslash, a NUL, or an encoded `/`" is refused.
+    #[test]
+    fn what_no_path_can_mean_is_refused() {
+        for rest in [
+            "out",
+            "//",
+            "/out/",
+            "/out//a",
+            "/.",
+            "/..",
+            "/out/..",
+            "/%2e",
+            "/%2E%2e",
+            "/a%2fb",
+            "/a%2Fb",
+            "/a\\b",
+            "/a%5cb",
+            "/a%00b",
+            "/a%",
+            "/a%2",
+            "/a%zz",
+            "/%c0%ae%c0%ae",
+            "/%ff",
+            "/%e0%80%ae",
+        ] {
+            assert_eq!(of(rest), None, "{rest}");
+        }
+    }
+
+    #[test]
+    fn a_query_is_decoded_pairs() {
+        assert_eq!(query("/x"), Some(vec![]));
+        assert_eq!(
+            query("/x?pageSize=2&pageToken=a%3D&flag"),
+            Some(vec![
+                ("pageSize".into(), "2".into()),
+                ("pageToken".into(), "a=".into()),
+                ("flag".into(), "".into())
+            ])
+        );
+        assert_eq!(query("/x?a=%ff"), None);
+    }
+}

@@ -1,0 +1,504 @@
+//! The operator plane, end to end (reference "Planes" and "What the door
+//! answers" step 4; issue 33): the files `exports.files` names in the
+//! capsule's workdir, served by the door through read-only preopens, and one
+//! 404 for everything else.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::common::tempdir::TempDir;
+use crate::common::{Door, Reply};
+
+/// A capsule whose workdir (apart from its state) holds `out/a.txt`,
+/// `out/deep/b.bin`, `report.md`, `logs/x.txt`, `logs/y.log` and a secret,
+/// and exports `[out/**, report.md, logs/*.txt]` beside `extra` manifest
+/// lines.
+struct Capsule {
+    door: Door,
+    work: TempDir,
+}
+
+impl Capsule {
+    fn start(exports: &str, extra: &str, flags: &[&str]) -> Capsule {
+        let work = TempDir::new("work");
+        let dir = work.path();
+        for (path, bytes) in [
+            ("out/a.txt", &b"hello, plane\n"[..]),
+            ("out/deep/b.bin", &[0u8, 1, 2, 3, 4, 5, 6, 7, 8, 9]),
+            ("report.md", b"# Report\n"),
+            ("logs/x.txt", b"x\n"),
+            ("logs/y.log", b"y\n"),
+            ("secret.txt", b"not exported\n"),
+        ] {
+            std::fs::create_dir_all(dir.join(path).parent().unwrap()).unwrap();
+            std::fs::write(dir.join(path), bytes).unwrap();
+        }
+        let manifest = dir.join("murmur.yaml");
+        std::fs::write(
+            &manifest,
+            format!("name: planes\nversion: 0.1.0\nexports:\n  files: {exports}\n{extra}"),
+        )
+        .unwrap();
+        let door = Door::start_with(&manifest, TempDir::new("state"), flags);
+        Capsule { door, work }
+    }
+
+    fn exported() -> Capsule {
+        Capsule::start("[out/**, report.md, logs/*.txt]", "", &[])
+    }
+
+    fn dir(&self) -> &Path {
+        self.work.path()
+    }
+
+    fn get(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        self.door.request("GET", path, headers, b"")
+    }
+}
+
+/// A reply without its `date`, for comparing two byte for byte.
+fn undated(reply: &Reply) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let headers = reply
+        .headers
+        .iter()
+        .filter(|(name, _)| name != "date")
+        .cloned()
+        .collect();
+    (reply.status, headers, reply.body.clone())
+}
+
+const NOT_FOUND: &str =
+    r#"{"error":"file_not_found","message":"nothing this plane serves is at this path"}"#;
+
+/// Issue 33, "A file": its bytes, with Content-Type from its extension,
+/// Content-Length, a strong ETag, Last-Modified and Accept-Ranges.
+#[test]
+fn a_file_is_served_with_its_validators() {
+    let capsule = Capsule::exported();
+    let reply = capsule.get("/resources/files/report.md", &[]);
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, b"# Report\n");
+    assert_eq!(reply.header("content-type"), Some("text/markdown"));
+    assert_eq!(reply.header("content-length"), Some("9"));
+    assert_eq!(reply.header("accept-ranges"), Some("bytes"));
+    assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
+    let etag = reply.header("etag").unwrap();
+    assert!(etag.starts_with("\"9-") && etag.ends_with('"'), "{etag}");
+    let modified = std::fs::metadata(capsule.dir().join("report.md"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(
+        reply.header("last-modified"),
+        Some(httpdate(modified).as_str())
+    );
+    let deep = capsule.get("/resources/files/out/deep/b.bin", &[]);
+    assert_eq!(deep.body, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(
+        deep.header("content-type"),
+        Some("application/octet-stream")
+    );
+
+    // HEAD: the same head, no body.
+    let head = capsule
+        .door
+        .request("HEAD", "/resources/files/report.md", &[], b"");
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some("9"));
+    assert_eq!(head.header("etag"), Some(etag));
+    assert!(head.body.is_empty());
+}
+
+/// An HTTP-date, as RFC 9110 5.6.7 writes one.
+fn httpdate(at: std::time::SystemTime) -> String {
+    let seconds = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let at = time::OffsetDateTime::from_unix_timestamp(seconds).unwrap();
+    format!(
+        "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
+        &at.weekday().to_string()[..3],
+        at.day(),
+        &at.month().to_string()[..3],
+        at.year(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    )
+}
+
+/// Issue 33, "Conditional and range requests".
+#[test]
+fn a_current_copy_is_not_sent_and_one_range_is() {
+    let capsule = Capsule::exported();
+    let path = "/resources/files/out/a.txt";
+    let first = capsule.get(path, &[]);
+    let etag = first.header("etag").unwrap().to_string();
+    let modified = first.header("last-modified").unwrap().to_string();
+    for condition in [
+        ("if-none-match", etag.as_str()),
+        ("if-modified-since", &modified),
+    ] {
+        let reply = capsule.get(path, &[condition]);
+        assert_eq!(reply.status, 304, "{condition:?}");
+        assert_eq!(reply.header("etag"), Some(etag.as_str()));
+        assert!(reply.body.is_empty());
+    }
+
+    let part = capsule.get(path, &[("range", "bytes=7-11")]);
+    assert_eq!(part.status, 206);
+    assert_eq!(part.body, b"plane");
+    assert_eq!(part.header("content-range"), Some("bytes 7-11/13"));
+    assert_eq!(part.header("content-length"), Some("5"));
+    let tail = capsule.get(path, &[("range", "bytes=-6")]);
+    assert_eq!((tail.status, tail.body.as_slice()), (206, &b"plane\n"[..]));
+
+    let past = capsule.get(path, &[("range", "bytes=13-")]);
+    assert_eq!(past.status, 416);
+    assert_eq!(past.header("content-range"), Some("bytes */13"));
+    assert_eq!(
+        past.text(),
+        r#"{"error":"range_not_satisfiable","message":"the range starts past the end of the file's 13 bytes"}"#
+    );
+
+    let several = capsule.get(path, &[("range", "bytes=0-1,3-4")]);
+    assert_eq!(
+        (several.status, several.body.as_slice()),
+        (200, &b"hello, plane\n"[..])
+    );
+}
+
+/// Issue 33, "A directory": its exported entries only, sorted by name,
+/// paged the way ListTasks is.
+#[test]
+fn a_directory_lists_what_is_served_in_it() {
+    let capsule = Capsule::exported();
+    for root in ["/resources/files", "/resources/files/"] {
+        let listing = capsule.get(root, &[]);
+        assert_eq!(listing.status, 200, "{root}");
+        assert_eq!(listing.header("content-type"), Some("application/json"));
+        let names: Vec<(String, String)> = listing.json()["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().into(),
+                    e["kind"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("logs", "directory"),
+                ("out", "directory"),
+                ("report.md", "file")
+            ]
+            .map(|(n, k)| (n.to_string(), k.to_string()))
+        );
+        assert_eq!(listing.json()["nextPageToken"], "");
+    }
+    let logs = capsule.get("/resources/files/logs", &[]).json();
+    let entry = &logs["entries"][0];
+    assert_eq!(logs["entries"].as_array().unwrap().len(), 1, "{logs}");
+    assert_eq!(
+        (entry["name"].as_str(), entry["size"].as_u64()),
+        (Some("x.txt"), Some(2))
+    );
+    assert!(
+        entry["modified"].as_str().unwrap().ends_with('Z'),
+        "{entry}"
+    );
+
+    // Paged: one entry at a time, until nextPageToken is "".
+    let mut names = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = capsule
+            .get(
+                &format!("/resources/files?pageSize=1&pageToken={token}"),
+                &[],
+            )
+            .json();
+        assert_eq!(page["entries"].as_array().unwrap().len(), 1, "{page}");
+        names.push(page["entries"][0]["name"].as_str().unwrap().to_string());
+        token = page["nextPageToken"].as_str().unwrap().to_string();
+        if token.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(names, ["logs", "out", "report.md"]);
+
+    // A page the plane cannot read is refused before the path is read.
+    for (query, message) in [
+        (
+            "pageSize=0",
+            "pageSize must be an integer from 1, given once",
+        ),
+        (
+            "pageToken=%21",
+            "pageToken must be a nextPageToken this plane answered, given once",
+        ),
+    ] {
+        for path in ["/resources/files/logs", "/resources/files/nowhere"] {
+            let reply = capsule.get(&format!("{path}?{query}"), &[]);
+            assert_eq!(reply.status, 400, "{path}?{query}");
+            assert_eq!(
+                reply.json(),
+                json!({"error": "invalid_page", "message": message})
+            );
+        }
+    }
+}
+
+/// Issue 33, "One refusal for everything that is not served": the same 404,
+/// headers and body, whatever the cause, and nothing that tells a file
+/// that is not exported from one that is missing.
+#[test]
+fn everything_not_served_is_one_404() {
+    let capsule = Capsule::exported();
+    let dir = capsule.dir();
+    // Links: out of the exports, out of the workdir, in a loop; a FIFO.
+    symlink("../secret.txt", dir.join("out/to-secret")).unwrap();
+    symlink("/etc/passwd", dir.join("out/to-etc")).unwrap();
+    symlink("../../..", dir.join("out/up")).unwrap();
+    symlink("loop2", dir.join("out/loop1")).unwrap();
+    symlink("loop1", dir.join("out/loop2")).unwrap();
+    symlink("../logs", dir.join("out/logs")).unwrap();
+    let fifo = std::ffi::CString::new(dir.join("out/fifo").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+
+    let missing = capsule.get("/resources/files/out/missing.txt", &[]);
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.text(), NOT_FOUND);
+    assert_eq!(missing.header("content-type"), Some("application/json"));
+    let refused = [
+        // Not exported, or missing.
+        "/resources/files/secret.txt",
+        "/resources/files/murmur.yaml",
+        "/resources/files/logs/y.log",
+        "/resources/files/nowhere",
+        "/resources/files/out/a.txt/more",
+        // Dots and slashes, plain, encoded, double-encoded, overlong.
+        "/resources/files/out/../secret.txt",
+        "/resources/files/out/%2e%2e/secret.txt",
+        "/resources/files/out/%2E%2E/secret.txt",
+        "/resources/files/out/%252e%252e/secret.txt",
+        "/resources/files/out%2f..%2fsecret.txt",
+        "/resources/files/out%2Fa.txt",
+        "/resources/files/out/%c0%ae%c0%ae/secret.txt",
+        "/resources/files/out/%e0%80%ae%e0%80%ae/secret.txt",
+        "/resources/files/out/./a.txt",
+        "/resources/files/./report.md",
+        "/resources/files//report.md",
+        "/resources/files/out//a.txt",
+        "/resources/files/out/",
+        "/resources/files/report.md/",
+        "/resources/files/report.md.",
+        "/resources/files/out%5ca.txt",
+        "/resources/files/report.md%00",
+        "/resources/files/report.md%00.txt",
+        "/resources/files/%",
+        // Look-alikes of `.` and `/` (U+2024, U+FF0E, U+2215, U+FF0F).
+        "/resources/files/out/%e2%80%a4%e2%80%a4/secret.txt",
+        "/resources/files/out/%ef%bc%8e%ef%bc%8e/secret.txt",
+        "/resources/files/out%e2%88%95a.txt",
+        "/resources/files/out%ef%bc%8fa.txt",
+        // Case variants.
+        "/resources/files/OUT/a.txt",
+        "/resources/files/Report.md",
+        "/resources/files/report.MD",
+        // Links that leave the exports or the workdir, loops, a FIFO.
+        "/resources/files/out/to-secret",
+        "/resources/files/out/to-etc",
+        "/resources/files/out/up",
+        "/resources/files/out/up/etc/passwd",
+        "/resources/files/out/loop1",
+        "/resources/files/out/logs/y.log",
+        "/resources/files/out/fifo",
+    ];
+    for path in refused {
+        let reply = capsule.get(path, &[]);
+        assert_eq!(undated(&reply), undated(&missing), "{path}");
+    }
+    // A link whose target is exported is served as that target.
+    let through = capsule.get("/resources/files/out/logs/x.txt", &[]);
+    assert_eq!(
+        (through.status, through.body.as_slice()),
+        (200, &b"x\n"[..])
+    );
+    // The listing shows neither what is refused nor the links out.
+    let out = capsule.get("/resources/files/out", &[]).json();
+    let names: Vec<&str> = out["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a.txt", "deep", "logs"], "{out}");
+}
+
+/// Issue 33: "Other methods: 405 with Allow: GET, HEAD".
+#[test]
+fn other_methods_are_not_allowed() {
+    let capsule = Capsule::exported();
+    for method in ["POST", "PUT", "DELETE", "OPTIONS", "PATCH"] {
+        for path in ["/resources/files/report.md", "/resources/files/nowhere"] {
+            let reply = capsule.door.request(method, path, &[], b"x");
+            assert_eq!(reply.status, 405, "{method} {path}");
+            assert_eq!(reply.header("allow"), Some("GET, HEAD"));
+            assert_eq!(
+                reply.text(),
+                r#"{"error":"method_not_allowed","message":"a plane answers GET and HEAD"}"#
+            );
+        }
+    }
+}
+
+/// Reference, "What the door answers", step 4: on an authenticated door
+/// the operator plane takes the `resources/files` scope.
+#[test]
+fn an_authenticated_door_asks_for_the_scope() {
+    let capsule = Capsule::start(
+        "[report.md]",
+        "network:\n  authentication:\n    scheme: bearer\n    credentials:\n      \
+         reader: {scopes: [resources/files]}\n      watcher: {scopes: [GetTask]}\n",
+        &[],
+    );
+    let bearer = |credential: &str| format!("Bearer {}", capsule.door.token(credential));
+    let path = "/resources/files/report.md";
+    assert_eq!(capsule.get(path, &[]).status, 401);
+    let refused = capsule.get(path, &[("authorization", &bearer("watcher"))]);
+    assert_eq!(refused.status, 403);
+    assert_eq!(
+        refused.text(),
+        r#"{"error":"insufficient_scope","message":"credential 'watcher' does not reach resources/files"}"#
+    );
+    for credential in ["reader", "operator"] {
+        let reply = capsule.get(path, &[("authorization", &bearer(credential))]);
+        assert_eq!(
+            (reply.status, reply.body.as_slice()),
+            (200, &b"# Report\n"[..])
+        );
+    }
+}
+
+/// Issue 33: "The export set is applied at request time", and the mapping
+/// forms of today's manifests keep their meaning.
+#[test]
+fn exports_are_read_at_request_time_in_either_form() {
+    let capsule = Capsule::exported();
+    assert_eq!(
+        capsule.get("/resources/files/out/new/c.txt", &[]).status,
+        404
+    );
+    std::fs::create_dir_all(capsule.dir().join("out/new")).unwrap();
+    std::fs::write(capsule.dir().join("out/new/c.txt"), b"later").unwrap();
+    let later = capsule.get("/resources/files/out/new/c.txt", &[]);
+    assert_eq!((later.status, later.body.as_slice()), (200, &b"later"[..]));
+    std::fs::write(capsule.dir().join("logs/z.txt"), b"z").unwrap();
+    assert_eq!(capsule.get("/resources/files/logs/z.txt", &[]).status, 200);
+
+    let rooted = Capsule::start("{root: out}", "", &[]);
+    assert_eq!(rooted.get("/resources/files/out/a.txt", &[]).status, 200);
+    assert_eq!(
+        rooted.get("/resources/files/report.md", &[]).text(),
+        NOT_FOUND
+    );
+
+    let empty = Capsule::start("{}", "", &[]);
+    let listing = empty.get("/resources/files/", &[]);
+    assert_eq!(listing.json(), json!({"entries": [], "nextPageToken": ""}));
+    assert_eq!(
+        empty.get("/resources/files/report.md", &[]).text(),
+        NOT_FOUND
+    );
+    let card = empty.door.get("/.well-known/agent-card.json").json();
+    let capsule_extension = card["capabilities"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["params"]["planes"].is_array())
+        .unwrap()
+        .clone();
+    assert_eq!(capsule_extension["params"]["planes"], json!(["files"]));
+}
+
+/// `--workdir` moves the exports away from the manifest's directory.
+#[test]
+fn the_workdir_can_be_named() {
+    let elsewhere = TempDir::new("elsewhere");
+    std::fs::write(elsewhere.path().join("report.md"), b"elsewhere").unwrap();
+    let workdir = elsewhere.path().to_str().unwrap().to_string();
+    let capsule = Capsule::start("[report.md]", "", &["--workdir", &workdir]);
+    let reply = capsule.get("/resources/files/report.md", &[]);
+    assert_eq!(reply.body, b"elsewhere");
+}
+
+/// Issue 33, "Memory stays bounded": a 1 GiB file is streamed in bounded
+/// chunks, and clients that stop reading hold no more than the socket's
+/// queue each.
+#[test]
+fn a_large_file_streams_in_bounded_memory() {
+    let capsule = Capsule::start("[big.bin]", "", &[]);
+    let big: PathBuf = capsule.dir().join("big.bin");
+    let size: u64 = 1 << 30;
+    // Sparse: no disk is used, and every byte reads as zero.
+    std::fs::File::create(&big).unwrap().set_len(size).unwrap();
+    let before = capsule.door.rss_kib();
+
+    let mut stream = TcpStream::connect(&capsule.door.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /resources/files/big.bin HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut total = 0u64;
+    let mut peak = before;
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let read = stream.read(&mut buffer).unwrap();
+        if read == 0 {
+            break;
+        }
+        total += read as u64;
+        if total % (64 << 20) < read as u64 {
+            peak = peak.max(capsule.door.rss_kib());
+        }
+    }
+    let head = total - size;
+    assert!(
+        head > 0 && head < 1024,
+        "{total} bytes for a {size}-byte file"
+    );
+    assert!(
+        peak - before < 16 << 10,
+        "RSS grew {} KiB serving 1 GiB",
+        peak - before
+    );
+
+    // Twenty clients that ask and never read.
+    let idle: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&capsule.door.addr).unwrap();
+            write!(
+                stream,
+                "GET /resources/files/big.bin HTTP/1.1\r\nhost: x\r\n\r\n"
+            )
+            .unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let held = capsule.door.rss_kib().saturating_sub(before);
+    assert!(held < 32 << 10, "20 unread files hold {held} KiB");
+    drop(idle);
+}
