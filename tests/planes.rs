@@ -502,3 +502,285 @@ fn a_large_file_streams_in_bounded_memory() {
     assert!(held < 32 << 10, "20 unread files hold {held} KiB");
     drop(idle);
 }
+
+/// A capsule exporting `shared/**` to its peers, on an authenticated door
+/// that takes no peer tasks, and the control surface's token.
+fn peer_capsule() -> (Capsule, String) {
+    let capsule = Capsule::start(
+        "[out/**]",
+        "  peer_files: [shared/**]\nnetwork:\n  authentication:\n    scheme: bearer\n",
+        &[],
+    );
+    std::fs::create_dir_all(capsule.dir().join("shared")).unwrap();
+    std::fs::write(capsule.dir().join("shared/data.csv"), b"a,b\n1,2\n").unwrap();
+    let token = std::fs::read_to_string(capsule.door.state.path().join("control-token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    (capsule, token)
+}
+
+const CONTROL: &str = "/.well-known/murmur/control/handles";
+
+fn control(capsule: &Capsule, token: &str, method: &str, path: &str, body: &str) -> Reply {
+    let bearer = format!("Bearer {token}");
+    let mut headers = vec![("authorization", bearer.as_str())];
+    if !body.is_empty() {
+        headers.push(("content-type", "application/json"));
+    }
+    capsule
+        .door
+        .request(method, path, &headers, body.as_bytes())
+}
+
+fn mint(capsule: &Capsule, token: &str, body: serde_json::Value) -> serde_json::Value {
+    let reply = control(capsule, token, "POST", CONTROL, &body.to_string());
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    reply.json()
+}
+
+fn redeem(capsule: &Capsule, handle: &str, headers: &[(&str, &str)]) -> Reply {
+    capsule.get(&format!("/resources/peer/{handle}"), headers)
+}
+
+/// Issue 33, "The peer plane: handles": minted through the control
+/// surface, redeemed without a door token by the audience it names, the
+/// answer naming the handle's id; listed without values; revoked.
+#[test]
+fn a_peer_redeems_the_handle_minted_for_it() {
+    let (capsule, token) = peer_capsule();
+    let minted = mint(
+        &capsule,
+        &token,
+        json!({"path": "shared/data.csv", "audience": "beta", "ttlSeconds": 60}),
+    );
+    let keys: Vec<&str> = minted
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["handle", "handleId", "url", "expiresAt"]);
+    let handle = minted["handle"].as_str().unwrap();
+    let id = minted["handleId"].as_str().unwrap();
+    assert!(handle.len() >= 22, "{handle}");
+    assert_eq!(
+        minted["url"],
+        format!("{}/resources/peer/{handle}", capsule.door.url)
+    );
+
+    // No door token, and the peer consent the door refuses tasks with does
+    // not apply (reference, step 1).
+    let headers = [
+        ("x-murmur-audience", "beta"),
+        ("x-murmur-task-origin", "peer"),
+    ];
+    let reply = redeem(&capsule, handle, &headers);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.body, b"a,b\n1,2\n");
+    assert_eq!(reply.header("x-murmur-handle-id"), Some(id));
+    assert_eq!(reply.header("content-type"), Some("text/csv"));
+    let part = redeem(
+        &capsule,
+        handle,
+        &[("x-murmur-audience", "beta"), ("range", "bytes=4-")],
+    );
+    assert_eq!((part.status, part.body.as_slice()), (206, &b"1,2\n"[..]));
+    let etag = reply.header("etag").unwrap();
+    let current = redeem(
+        &capsule,
+        handle,
+        &[("x-murmur-audience", "beta"), ("if-none-match", etag)],
+    );
+    assert_eq!(current.status, 304);
+    assert_eq!(current.header("x-murmur-handle-id"), Some(id));
+
+    let listed = control(&capsule, &token, "GET", CONTROL, "");
+    assert!(!listed.text().contains(handle), "{}", listed.text());
+    let entry = &listed.json()["handles"][0];
+    assert_eq!(entry["handleId"], id);
+    assert_eq!(entry["path"], "shared/data.csv");
+    assert_eq!(entry["audience"], "beta");
+    assert_eq!(entry["uses"], 3);
+
+    let revoked = control(&capsule, &token, "DELETE", &format!("{CONTROL}/{id}"), "");
+    assert_eq!(revoked.json(), json!({"revoked": id}));
+    assert_eq!(redeem(&capsule, handle, &headers).status, 404);
+    let again = control(&capsule, &token, "DELETE", &format!("{CONTROL}/{id}"), "");
+    assert_eq!(again.status, 404);
+
+    // The log names the handle's id and audience, never the handle.
+    let logged = capsule.door.stop();
+    assert!(
+        logged.iter().any(|l| l.contains(id) && l.contains("beta")),
+        "{logged:?}"
+    );
+    assert!(!logged.iter().any(|l| l.contains(handle)), "{logged:?}");
+}
+
+/// Issue 33, "One refusal": unknown, expired, revoked, used up, the wrong
+/// or no audience, the file gone: one byte-identical 404.
+#[test]
+fn every_refused_redeem_is_one_404() {
+    let (capsule, token) = peer_capsule();
+    let once = mint(
+        &capsule,
+        &token,
+        json!({"path": "shared/data.csv", "audience": "beta", "maxUses": 1}),
+    );
+    let once = once["handle"].as_str().unwrap();
+    let gone = mint(
+        &capsule,
+        &token,
+        json!({"path": "shared/gone.txt", "audience": "beta"}),
+    );
+    let gone = gone["handle"].as_str().unwrap();
+    let live = mint(
+        &capsule,
+        &token,
+        json!({"path": "shared/data.csv", "audience": "beta"}),
+    );
+    let live = live["handle"].as_str().unwrap();
+    assert_eq!(
+        redeem(&capsule, once, &[("x-murmur-audience", "beta")]).status,
+        200
+    );
+
+    let unknown = redeem(
+        &capsule,
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        &[("x-murmur-audience", "beta")],
+    );
+    assert_eq!(unknown.status, 404);
+    assert_eq!(
+        unknown.text(),
+        r#"{"error":"handle_not_found","message":"this plane serves no file for that handle and audience"}"#
+    );
+    let cases: Vec<(String, Vec<(&str, &str)>)> = vec![
+        (once.into(), vec![("x-murmur-audience", "beta")]),
+        (gone.into(), vec![("x-murmur-audience", "beta")]),
+        (live.into(), vec![("x-murmur-audience", "gamma")]),
+        (live.into(), vec![("x-murmur-audience", "BETA")]),
+        (live.into(), vec![]),
+        (live.into(), vec![("x-murmur-audience", "")]),
+        (
+            live.into(),
+            vec![("x-murmur-audience", "beta"), ("x-murmur-audience", "beta")],
+        ),
+        (format!("{live}/more"), vec![("x-murmur-audience", "beta")]),
+        (format!("{live}/"), vec![("x-murmur-audience", "beta")]),
+        (String::new(), vec![("x-murmur-audience", "beta")]),
+    ];
+    for (handle, headers) in cases {
+        let reply = redeem(&capsule, &handle, &headers);
+        assert_eq!(undated(&reply), undated(&unknown), "{handle} {headers:?}");
+    }
+    // The file gone, or no longer exported (moved out of shared/).
+    std::fs::rename(
+        capsule.dir().join("shared/data.csv"),
+        capsule.dir().join("data.csv"),
+    )
+    .unwrap();
+    let moved = redeem(&capsule, live, &[("x-murmur-audience", "beta")]);
+    assert_eq!(undated(&moved), undated(&unknown));
+}
+
+/// Issue 33, "Minting": a path outside `exports.peer_files` is refused 422
+/// with the reason; the control surface needs its token.
+#[test]
+fn a_handle_is_minted_only_for_a_peer_export() {
+    let (capsule, token) = peer_capsule();
+    for (body, status, message) in [
+        (
+            json!({"path": "out/a.txt", "audience": "beta"}),
+            422,
+            "path \"out/a.txt\" is not under exports.peer_files",
+        ),
+        (
+            json!({"path": "shared/../out/a.txt", "audience": "beta"}),
+            422,
+            "path \"shared/../out/a.txt\" must be workdir-relative, with no empty, '.' or '..' segment",
+        ),
+        (
+            json!({"path": "shared/x", "audience": "beta", "ttlSeconds": 0}),
+            422,
+            "ttlSeconds must be from 1 to 604800",
+        ),
+        (
+            json!({"path": "shared/x"}),
+            400,
+            "path and audience must be strings: {\"path\", \"audience\", \"ttlSeconds\"?, \"maxUses\"?}",
+        ),
+        (
+            json!([1]),
+            400,
+            "the body must be a JSON object: {\"path\", \"audience\", \"ttlSeconds\"?, \"maxUses\"?}",
+        ),
+    ] {
+        let reply = control(&capsule, &token, "POST", CONTROL, &body.to_string());
+        assert_eq!(reply.status, status, "{body}");
+        assert_eq!(reply.json()["message"], message, "{body}");
+    }
+    let stranger = control(
+        &capsule,
+        "not-the-token",
+        "POST",
+        CONTROL,
+        r#"{"path":"shared/data.csv","audience":"b"}"#,
+    );
+    assert_eq!(stranger.status, 401);
+    let files_only = Capsule::exported();
+    let token =
+        std::fs::read_to_string(files_only.door.state.path().join("control-token")).unwrap();
+    let refused = control(
+        &files_only,
+        token.trim(),
+        "POST",
+        CONTROL,
+        r#"{"path":"out/a.txt","audience":"b"}"#,
+    );
+    assert_eq!(refused.status, 422);
+    assert_eq!(
+        refused.json()["message"],
+        "this capsule declares no peer_files plane"
+    );
+}
+
+/// Issue 33, "Guessing": past its budget of failed redeems an address is
+/// answered 429 with retry-after, before a door runs.
+#[test]
+fn guessing_handles_is_limited() {
+    let (capsule, token) = peer_capsule();
+    let live = mint(
+        &capsule,
+        &token,
+        json!({"path": "shared/data.csv", "audience": "beta"}),
+    );
+    let live = live["handle"].as_str().unwrap();
+    for guess in 0..30 {
+        let reply = redeem(
+            &capsule,
+            &format!("guess{guess}"),
+            &[("x-murmur-audience", "beta")],
+        );
+        assert_eq!(reply.status, 404);
+    }
+    let limited = redeem(&capsule, live, &[("x-murmur-audience", "beta")]);
+    assert_eq!(limited.status, 429);
+    let wait: u64 = limited.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    assert_eq!(limited.json()["error"], "too_many_redeems");
+    // The operator plane is not limited by it.
+    assert_eq!(
+        capsule
+            .get(
+                "/resources/files/out/a.txt",
+                &[(
+                    "authorization",
+                    &format!("Bearer {}", capsule.door.token("operator"))
+                )]
+            )
+            .status,
+        200
+    );
+}

@@ -87,8 +87,15 @@ fn check<I: Imports>(
     read_body: impl FnOnce() -> Option<Vec<u8>>,
 ) -> Result<Reply<I::Reader>, Answer> {
     // 1. The card and the peer plane need no door token.
-    if let Some(response) = public_paths(imports, request, capsule) {
-        return Ok(Reply::Whole(response));
+    if request.method == "GET" && request.path() == CARD_PATH {
+        let card = card::public_card(request, capsule, &imports.identity());
+        return Ok(Reply::Whole(card));
+    }
+    if on_plane(request.path(), PEER_PLANE) {
+        if !capsule.peer_files_plane {
+            return Err(Refusal::PlaneNotDeclared("peer_files").into());
+        }
+        return Ok(served(planes::peer(imports, request)?));
     }
     // 2. The token, before the path, the body or the method is read.
     let grant = security::authenticate(request, capsule, imports)?;
@@ -100,10 +107,7 @@ fn check<I: Imports>(
         if !capsule.files_plane {
             return Err(Refusal::PlaneNotDeclared("files").into());
         }
-        return match planes::files(imports, request)? {
-            Served::Whole(response) => Ok(Reply::Whole(response)),
-            Served::File(body) => Ok(Reply::File(body)),
-        };
+        return Ok(served(planes::files(imports, request)?));
     }
     // 5. Anything but a POST / with content-type: application/json and a body.
     if !(request.method == "POST" && request.path() == "/" && is_json(request)) {
@@ -158,27 +162,11 @@ fn check<I: Imports>(
     serve(imports, capsule, &call).map_err(fail)
 }
 
-/// Step 1: GET the card; the peer plane.
-fn public_paths<I: Imports>(imports: &I, request: &Request, capsule: &Capsule) -> Option<Response> {
-    if request.method == "GET" && request.path() == CARD_PATH {
-        return Some(card::public_card(request, capsule, &imports.identity()));
-    }
-    if on_plane(request.path(), PEER_PLANE) {
-        return Some(refused(
-            &plane(capsule.peer_files_plane, "peer_files"),
-            imports,
-        ));
-    }
-    None
-}
-
-/// An undeclared plane refuses every request; a declared one is served by
-/// the runtime's content planes, which this door does not carry.
-fn plane(declared: bool, name: &'static str) -> Refusal {
-    if declared {
-        Refusal::PlaneNotServed(name)
-    } else {
-        Refusal::PlaneNotDeclared(name)
+/// A plane's answer as the door's reply.
+fn served<R>(served: Served) -> Reply<R> {
+    match served {
+        Served::Whole(response) => Reply::Whole(response),
+        Served::File(body) => Reply::File(body),
     }
 }
 

@@ -549,8 +549,10 @@ pub enum Refusal {
     NotFound,
     /// 404: a plane the manifest does not declare.
     PlaneNotDeclared(&'static str),
-    /// 501: a declared plane, which this door does not serve.
-    PlaneNotServed(&'static str),
+    /// 404: a peer handle that is unknown, expired, revoked or used up,
+    /// issued to another audience, or whose file is gone or no longer
+    /// exported: byte-identical whatever the cause.
+    HandleNotFound,
     /// 404: anything a plane does not serve, byte-identical whatever the
     /// cause: not exported, missing, a path no file can have, a link out
     /// of the exports, a FIFO, socket or device.
@@ -571,6 +573,7 @@ pub const TOKEN_NOT_MINTED: &str = "the bearer token is not one this session min
 pub const TOKEN_NOT_BEARER: &str = "the Authorization header is not Bearer <token>";
 pub const TOKEN_REPEATED: &str = "more than one Authorization header";
 pub const PEER_NOT_ACCEPTED: &str = "this capsule does not accept tasks from peer capsules";
+pub const HANDLE_NOT_FOUND: &str = "this plane serves no file for that handle and audience";
 pub const FILE_NOT_FOUND: &str = "nothing this plane serves is at this path";
 pub const NOT_FOUND: &str = "this door answers GET /.well-known/agent-card.json and JSON-RPC as POST / with content-type: application/json and a body";
 
@@ -580,7 +583,7 @@ impl Refusal {
             Refusal::Unauthenticated | Refusal::InvalidToken(_) => 401,
             Refusal::InsufficientScope { .. } | Refusal::PeerNotAccepted => 403,
             Refusal::NotFound | Refusal::PlaneNotDeclared(_) => 404,
-            Refusal::PlaneNotServed(_) => 501,
+            Refusal::HandleNotFound => 404,
             Refusal::FileNotFound => 404,
             Refusal::MethodNotAllowed => 405,
             Refusal::RangeNotSatisfiable(_) => 416,
@@ -596,7 +599,7 @@ impl Refusal {
             Refusal::PeerNotAccepted => "peer_not_accepted",
             Refusal::NotFound => "not_found",
             Refusal::PlaneNotDeclared(_) => "plane_not_declared",
-            Refusal::PlaneNotServed(_) => "plane_not_served",
+            Refusal::HandleNotFound => "handle_not_found",
             Refusal::FileNotFound => "file_not_found",
             Refusal::MethodNotAllowed => "method_not_allowed",
             Refusal::RangeNotSatisfiable(_) => "range_not_satisfiable",
@@ -614,9 +617,7 @@ impl Refusal {
             Refusal::PeerNotAccepted => PEER_NOT_ACCEPTED.to_string(),
             Refusal::NotFound => NOT_FOUND.to_string(),
             Refusal::PlaneNotDeclared(plane) => format!("this capsule declares no {plane} plane"),
-            Refusal::PlaneNotServed(plane) => {
-                format!("the {plane} plane is declared, but this door does not serve it")
-            }
+            Refusal::HandleNotFound => HANDLE_NOT_FOUND.to_string(),
             Refusal::FileNotFound => FILE_NOT_FOUND.to_string(),
             Refusal::MethodNotAllowed => "a plane answers GET and HEAD".to_string(),
             Refusal::RangeNotSatisfiable(size) => {

@@ -4,7 +4,7 @@
 
 use crate::model::{
     Caller, Capsule, CompletionRefusal, Exports, Framed, Grant, Identity, ListQuery, NewTask, Next,
-    Page, PassOn, Started, StopReport, Task, TaskError,
+    Page, PassOn, Redeemed, Started, StopReport, Task, TaskError,
 };
 
 use crate::planes::tree::{Dir, Preopened};
@@ -24,6 +24,9 @@ pub trait Imports {
     fn preopens(&self) -> Preopened<Self::Dir>;
     /// `tokens.verify`: what a presented token grants, if this session minted it.
     fn verify(&self, token: &str) -> Option<Grant>;
+    /// `tokens.redeem-handle`: the file a peer handle grants `audience`,
+    /// one use counted.
+    fn redeem(&self, handle: &str, audience: &str) -> Option<Redeemed>;
     /// `session.stop`: murmur.StopSession; an error says why the store
     /// could not record every cancel.
     fn stop(&self) -> Result<StopReport, String>;

@@ -59,6 +59,14 @@ pub struct Exports {
     pub peer_files: Vec<String>,
 }
 
+/// A peer handle redeemed (`tokens.redeem-handle`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Redeemed {
+    pub handle_id: String,
+    /// Workdir-relative, `/`-separated.
+    pub path: String,
+}
+
 /// The capsule's names: what the card shows, and what a few answers name.
 /// Asked for apart from [`Capsule`], only where it is needed.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -245,6 +245,9 @@ impl murmur_door_guest::Imports for Native {
     fn verify(&self, _token: &str) -> Option<guest::Grant> {
         None
     }
+    fn redeem(&self, _handle: &str, _audience: &str) -> Option<guest::Redeemed> {
+        None
+    }
     fn stop(&self) -> Result<guest::StopReport, String> {
         Ok(guest::StopReport::default())
     }

@@ -13,6 +13,13 @@
 //!   component is refused (the live door keeps serving)
 //! - `POST CONTROL_PATH/rollback` → the previous door is live again; 409
 //!   when there is none
+//! - `POST CONTROL_PATH/handles` with `{"path", "audience", "ttlSeconds"?,
+//!   "maxUses"?}` → 201 `{"handle", "handleId", "url", "expiresAt"}`: a peer
+//!   handle (see [`crate::handles`]); 422 with the reason when the path is
+//!   not under `exports.peer_files`
+//! - `GET CONTROL_PATH/handles` → `{"handles": [...]}`: ids and metadata,
+//!   never a handle's value
+//! - `DELETE CONTROL_PATH/handles/<handleId>` → the handle is revoked
 
 use std::path::Path;
 
@@ -24,9 +31,13 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
+use murmur_door_guest::timestamp::Rfc3339Ms;
+
 use crate::engine::NotAComponent;
+use crate::handles;
 use crate::request::Stores;
 use crate::swap::{self, Doors};
+use crate::tasks;
 use crate::tokens;
 
 /// Under `/.well-known/`: RFC 8615 reserves the prefix, so no path the door
@@ -118,15 +129,119 @@ pub async fn answer(
                 "there is no previous door to roll back to".into(),
             ),
         },
-        ("" | "/swap" | "/rollback", _) => method_not_allowed(&parts),
+        ("/handles", &Method::POST) => match read_limited(body, MAX_MINT_BYTES, || {
+            format!("a handle's request is at most {MAX_MINT_BYTES} bytes")
+        })
+        .await
+        {
+            Ok(body) => mint_handle(stores, &body),
+            Err(refused) => refused,
+        },
+        ("/handles", &Method::GET) => {
+            let handles = stores.session.handles.list(tasks::now_ms());
+            let listed: Vec<Value> = handles.iter().map(handle_json).collect();
+            json_response(StatusCode::OK, json!({"handles": listed}))
+        }
+        (path, &Method::DELETE) if path.starts_with("/handles/") => {
+            let id = &path["/handles/".len()..];
+            match stores.session.handles.revoke(id) {
+                true => json_response(StatusCode::OK, json!({"revoked": id})),
+                false => error(
+                    StatusCode::NOT_FOUND,
+                    "handle_not_found",
+                    format!("no live handle has the id {id:?}"),
+                ),
+            }
+        }
+        ("" | "/swap" | "/rollback" | "/handles", _) => method_not_allowed(&parts),
+        (path, _) if path.starts_with("/handles/") => method_not_allowed(&parts),
         _ => error(
             StatusCode::NOT_FOUND,
             "not_found",
             format!(
-                "the control surface serves {CONTROL_PATH}, {CONTROL_PATH}/swap and {CONTROL_PATH}/rollback"
+                "the control surface serves {CONTROL_PATH}, {CONTROL_PATH}/swap, {CONTROL_PATH}/rollback and {CONTROL_PATH}/handles"
             ),
         ),
     }
+}
+
+/// The most a handle's minting may send.
+const MAX_MINT_BYTES: usize = 16 << 10;
+
+/// Mints a peer handle from a JSON body: 201 with the handle, 400 for a
+/// body that is not the request, 422 for a handle the session refuses.
+fn mint_handle(stores: &Stores, body: &[u8]) -> Response<HyperOutgoingBody> {
+    let session = &stores.session;
+    let Some(exports) = session.planes.peer_files.as_ref() else {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "handle_refused",
+            "this capsule declares no peer_files plane".into(),
+        );
+    };
+    let request: Value = match serde_json::from_slice(body) {
+        Ok(Value::Object(request)) => Value::Object(request),
+        _ => return bad_mint("the body must be a JSON object"),
+    };
+    let text = |key: &str| request.get(key).and_then(Value::as_str).map(String::from);
+    let (Some(path), Some(audience)) = (text("path"), text("audience")) else {
+        return bad_mint("path and audience must be strings");
+    };
+    let number = |key: &str| match request.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value.as_u64().map(Some).ok_or(()),
+    };
+    let (Ok(ttl_seconds), Ok(max_uses)) = (number("ttlSeconds"), number("maxUses")) else {
+        return bad_mint("ttlSeconds and maxUses must be non-negative integers");
+    };
+    let mint = handles::Mint {
+        path,
+        audience,
+        ttl_seconds,
+        max_uses: max_uses.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+    };
+    match session.handles.mint(exports, mint, tasks::now_ms()) {
+        Ok(minted) => {
+            tracing::info!(handle_id = %minted.info.id, audience = %minted.info.audience, path = %minted.info.path, "peer handle minted");
+            let url = format!(
+                "{}{}/{}",
+                session.identity.url,
+                crate::planes::PEER_PLANE,
+                minted.handle
+            );
+            json_response(
+                StatusCode::CREATED,
+                json!({
+                    "handle": minted.handle,
+                    "handleId": minted.info.id,
+                    "url": url,
+                    "expiresAt": Rfc3339Ms(minted.info.expires_at_ms).to_string(),
+                }),
+            )
+        }
+        Err(why) => error(StatusCode::UNPROCESSABLE_ENTITY, "handle_refused", why),
+    }
+}
+
+fn bad_mint(why: &str) -> Response<HyperOutgoingBody> {
+    error(
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        format!("{why}: {{\"path\", \"audience\", \"ttlSeconds\"?, \"maxUses\"?}}"),
+    )
+}
+
+/// A handle as listed: its id and metadata, never its value.
+fn handle_json(info: &handles::HandleInfo) -> Value {
+    json!({
+        "handleId": info.id,
+        "path": info.path,
+        "audience": info.audience,
+        "createdAt": Rfc3339Ms(info.created_at_ms).to_string(),
+        "expiresAt": Rfc3339Ms(info.expires_at_ms).to_string(),
+        "maxUses": info.max_uses,
+        "uses": info.uses,
+    })
 }
 
 /// The body of a swap, at most `max` bytes.
@@ -134,12 +249,24 @@ pub(crate) async fn read_upload(
     body: Incoming,
     max: usize,
 ) -> Result<Bytes, Response<HyperOutgoingBody>> {
+    read_limited(body, max, || {
+        format!("a component is at most {max} bytes (--max-component-bytes)")
+    })
+    .await
+}
+
+/// A body of at most `max` bytes; past it, 413 saying `why`.
+async fn read_limited(
+    body: Incoming,
+    max: usize,
+    why: impl FnOnce() -> String,
+) -> Result<Bytes, Response<HyperOutgoingBody>> {
     match Limited::new(body, max).collect().await {
         Ok(body) => Ok(body.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
-            format!("a component is at most {max} bytes (--max-component-bytes)"),
+            why(),
         )),
         Err(_) => Err(error(
             StatusCode::BAD_REQUEST,

@@ -13,6 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["manifest"],
     // The domain: tokens, the task store and hub, the agents, the session.
     &["tokens"],
+    &["handles"],
     &["tasks"],
     &["agents"],
     &["session"],
@@ -42,6 +43,7 @@ const LAYERS: &[&[&str]] = &[
         "metrics",
         "native",
         "proxies",
+        "redeems",
     ],
     &["server"],
     // The capsules file, and a capsule's door opened and closed on a server.

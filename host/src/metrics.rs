@@ -49,11 +49,28 @@ pub struct CapsuleLabel {
     pub capsule: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PlaneLabels {
+    pub capsule: String,
+    /// `files` or `peer`.
+    pub plane: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RedeemLabels {
+    pub capsule: String,
+    /// `served` (a file, a part or a 304), `refused` (404) or `limited`
+    /// (429: the address spent its budget of failures).
+    pub outcome: &'static str,
+}
+
 /// The counts every capsule of a host adds to.
 #[derive(Clone)]
 pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<CapsuleLabel, Histogram, fn() -> Histogram>,
+    plane_bytes: Family<PlaneLabels, Counter>,
+    redeems: Family<RedeemLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -66,6 +83,8 @@ impl Default for Metrics {
                     0.0001, 2.0, 18,
                 ))
             }),
+            plane_bytes: Family::default(),
+            redeems: Family::default(),
         }
     }
 }
@@ -88,6 +107,24 @@ impl Metrics {
             .observe(seconds);
     }
 
+    /// What counts the body bytes `capsule` sends on `plane`.
+    pub fn plane_bytes(&self, capsule: &str, plane: &'static str) -> Counter {
+        let labels = PlaneLabels {
+            capsule: capsule.to_string(),
+            plane,
+        };
+        self.plane_bytes.get_or_create(&labels).clone()
+    }
+
+    /// A peer handle's redeem on `capsule` ended as `outcome`.
+    pub fn redeem(&self, capsule: &str, outcome: &'static str) {
+        let labels = RedeemLabels {
+            capsule: capsule.to_string(),
+            outcome,
+        };
+        self.redeems.get_or_create(&labels).inc();
+    }
+
     /// Registers the counts in `registry`.
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
@@ -99,6 +136,16 @@ impl Metrics {
             "murmur_door_request_duration_seconds",
             "Time from a request's head to its response's head, by capsule",
             self.latency.clone(),
+        );
+        registry.register(
+            "murmur_door_plane_bytes",
+            "Body bytes sent on the planes, by capsule and plane (files, peer)",
+            self.plane_bytes.clone(),
+        );
+        registry.register(
+            "murmur_door_peer_redeems",
+            "Peer handle redeems, by capsule and outcome (served, refused, limited)",
+            self.redeems.clone(),
         );
     }
 }
@@ -112,12 +159,13 @@ pub struct Request {
 }
 
 /// The method label of a request: its JSON-RPC method when the door serves
-/// it, `card` for the Agent Card, `other` for anything else.
+/// it, `card` for the Agent Card, `files` and `peer` for the planes,
+/// `other` for anything else.
 pub fn method_label(rpc: Option<&str>, path: &str) -> &'static str {
     match rpc {
         Some(rpc) => METHODS.into_iter().find(|m| *m == rpc).unwrap_or("other"),
         None if path == CARD_PATH => "card",
-        None => "other",
+        None => crate::planes::plane_of(path).unwrap_or("other"),
     }
 }
 

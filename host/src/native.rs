@@ -183,6 +183,14 @@ impl Imports for Native {
         }))
     }
 
+    fn redeem(&self, handle: &str, audience: &str) -> Option<Redeemed> {
+        self.call(|v| tokens::Host::redeem_handle(v, handle.to_string(), audience.to_string()))
+            .map(|r| Redeemed {
+                handle_id: r.handle_id,
+                path: r.path,
+            })
+    }
+
     fn verify(&self, token: &str) -> Option<Grant> {
         self.call(|v| tokens::Host::verify(v, token.to_string()))
             .map(from_grant)

@@ -104,20 +104,38 @@ pub struct Planes {
     pub peer_files: Option<Exports>,
 }
 
+/// Which plane `path` is on, as the metrics name it: `files` or `peer`.
+pub fn plane_of(path: &str) -> Option<&'static str> {
+    let on = |plane: &str| {
+        path.strip_prefix(plane)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    if on(FILES_PLANE) {
+        Some("files")
+    } else if on(PEER_PLANE) {
+        Some("peer")
+    } else {
+        None
+    }
+}
+
+/// `path` as a log may show it: a peer handle is a secret, so the peer
+/// plane's paths are shown without it.
+pub fn logged(path: &str) -> &str {
+    match plane_of(path) {
+        Some("peer") => "/resources/peer/…",
+        _ => path,
+    }
+}
+
 impl Planes {
     /// The exports of the declared plane `path` is on; None off the
     /// planes, and on a plane the manifest does not declare.
     pub fn of(&self, path: &str) -> Option<&Exports> {
-        let on = |plane: &str| {
-            path.strip_prefix(plane)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-        };
-        if on(FILES_PLANE) {
-            self.files.as_ref()
-        } else if on(PEER_PLANE) {
-            self.peer_files.as_ref()
-        } else {
-            None
+        match plane_of(path) {
+            Some("files") => self.files.as_ref(),
+            Some(_) => self.peer_files.as_ref(),
+            None => None,
         }
     }
 

@@ -34,7 +34,9 @@ use crate::imports::request_body::BoxedBody;
 use crate::memory::{self, MemoryLimit, MemoryPool};
 use crate::metrics::{self, Metrics};
 use crate::one_call;
+use crate::planes;
 use crate::proxies::TrustedProxies;
+use crate::redeems::{self, Redeems};
 use crate::request::{self, Limits, Stores};
 use crate::session::Session;
 use crate::swap::{self, Doors, Serving};
@@ -198,6 +200,8 @@ pub struct Server {
     /// Requests are answered by the native baseline, not the component.
     #[cfg(feature = "native-door")]
     native: bool,
+    /// Failed peer handle redeems, by client address.
+    redeems: Redeems,
 }
 
 impl Server {
@@ -225,6 +229,7 @@ impl Server {
             name,
             metrics: None,
             streams: Arc::default(),
+            redeems: Redeems::default(),
             #[cfg(feature = "native-door")]
             native: false,
         }
@@ -273,6 +278,18 @@ impl Server {
             },
             seconds: started.elapsed().as_secs_f64(),
         })
+    }
+
+    /// A peer plane's answer, counted by its outcome.
+    fn count_redeem(&self, status: u16) {
+        if let Some(metrics) = &self.metrics {
+            let outcome = match status {
+                200 | 206 | 304 => "served",
+                429 => "limited",
+                _ => "refused",
+            };
+            metrics.redeem(&self.name, outcome);
+        }
     }
 
     /// Its requests' logs name the capsule `name`.
@@ -454,7 +471,7 @@ impl Server {
                 capsule = &*self.name,
                 id,
                 method = %request.method(),
-                path = request.uri().path(),
+                path = planes::logged(request.uri().path()),
                 rpc = tracing::field::Empty,
                 door = tracing::field::Empty,
             ),
@@ -462,7 +479,7 @@ impl Server {
                 "request",
                 id,
                 method = %request.method(),
-                path = request.uri().path(),
+                path = planes::logged(request.uri().path()),
                 rpc = tracing::field::Empty,
                 door = tracing::field::Empty,
             ),
@@ -489,6 +506,17 @@ impl Server {
                 "control request"
             );
             let probe = self.probe(|| "control", response.status().as_u16(), started);
+            return response.map(|body| Answer::host(body).busy(busy, probe));
+        }
+        // A client that spent its budget of failed redeems waits, before
+        // any door runs.
+        let plane = planes::plane_of(parts.uri.path());
+        let peer = plane == Some("peer") && self.stores.session.planes.peer_files.is_some();
+        if peer && let Some(wait) = self.redeems.limited(address, std::time::Instant::now()) {
+            let response = too_many_redeems(wait);
+            tracing::debug!(status = 429, "request");
+            self.count_redeem(429);
+            let probe = self.probe(|| "peer", 429, started);
             return response.map(|body| Answer::host(body).busy(busy, probe));
         }
         let card = self.metrics.is_some() && parts.uri.path() == card_cache::CARD_PATH;
@@ -567,13 +595,27 @@ impl Server {
             micros = started.elapsed().as_micros() as u64,
             "request"
         );
+        let status = response.status().as_u16();
+        if peer {
+            if status == 404 {
+                self.redeems.failed(address, std::time::Instant::now());
+            }
+            self.count_redeem(status);
+        }
         let method = || {
             let path = if card { card_cache::CARD_PATH } else { "" };
-            metrics::method_label(rpc.as_deref(), path)
+            match plane {
+                Some(plane) => plane,
+                None => metrics::method_label(rpc.as_deref(), path),
+            }
         };
-        let probe = self.probe(method, response.status().as_u16(), started);
+        let probe = self.probe(method, status, started);
+        let bytes = plane
+            .zip(self.metrics.as_ref())
+            .map(|(plane, metrics)| metrics.plane_bytes(&self.name, plane));
         response.map(|mut answer| {
             answer.stream = stream;
+            answer.bytes = bytes;
             answer.busy(busy, probe)
         })
     }
@@ -629,6 +671,7 @@ impl Server {
                 _busy: None,
                 probe: None,
                 stream: None,
+                bytes: None,
             }));
         }
         let (mut parts, body) = request.into_parts();
@@ -796,6 +839,7 @@ impl Server {
                     _busy: None,
                     probe: None,
                     stream: None,
+                    bytes: None,
                 }))
             }
             Ok(Err(code)) => Err(Failure::Guest(
@@ -922,6 +966,8 @@ struct Answer {
     probe: Option<Probe>,
     /// Counted as an open stream until it ends.
     stream: Option<OpenStream>,
+    /// Counts a plane's body bytes as they pass.
+    bytes: Option<prometheus_client::metrics::counter::Counter>,
 }
 
 /// One open event stream, counted until it drops.
@@ -990,6 +1036,7 @@ impl Answer {
             _busy: None,
             probe: None,
             stream: None,
+            bytes: None,
         }
     }
 
@@ -1023,6 +1070,11 @@ impl hyper::body::Body for Answer {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let (Poll::Ready(Some(Ok(frame))), Some(bytes)) = (&polled, &self.bytes)
+            && let Some(data) = frame.data_ref()
+        {
+            bytes.inc_by(data.len() as u64);
+        }
         if let Poll::Ready(Some(Ok(frame))) = &polled
             && let Some(probe) = self.probe.take()
         {
@@ -1152,6 +1204,25 @@ fn body_refused(failure: BodyFailure) -> Response<HyperOutgoingBody> {
 }
 
 /// A refusal the client may retry in a second.
+/// 429 for a client that spent its budget of failed redeems, with how
+/// long it waits.
+fn too_many_redeems(wait: std::time::Duration) -> Response<HyperOutgoingBody> {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let mut response = retry_later(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_redeems",
+        format!(
+            "more than {} failed redeems from this address in {} s: wait {seconds} s",
+            redeems::BUDGET,
+            redeems::WINDOW.as_secs()
+        ),
+    );
+    response
+        .headers_mut()
+        .insert(hyper::header::RETRY_AFTER, seconds.into());
+    response
+}
+
 fn retry_later(status: StatusCode, code: &str, message: String) -> Response<HyperOutgoingBody> {
     let mut response = plain(
         status,

@@ -8,6 +8,7 @@ use crate::agents::{Agent, ScriptAgent};
 use crate::bindings::session::{
     Capsule, Identity, ImageLimits, InferenceTransport, Planes as Flags, TaskAcceptance,
 };
+use crate::handles::Handles;
 use crate::manifest::{self, Manifest};
 use crate::planes::Planes;
 use crate::tasks::events::DEFAULT_REPLAY_BUFFER;
@@ -22,6 +23,8 @@ pub struct Session {
     pub tasks: Arc<Hub>,
     /// What the planes export, from which workdir.
     pub planes: Planes,
+    /// The peer handles minted for this session.
+    pub handles: Handles,
 }
 
 impl Session {
@@ -70,6 +73,7 @@ impl Session {
             tokens,
             tasks,
             planes,
+            handles: Handles::default(),
         })
     }
 
@@ -92,6 +96,7 @@ impl Session {
     /// streams end, and detached commands are killed.
     pub fn close(&self) {
         self.tasks.close();
+        self.handles.clear();
     }
 }
 

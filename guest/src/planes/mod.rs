@@ -1,5 +1,7 @@
 //! The planes ("Planes"): the operator plane under /resources/files serves
-//! what `exports.files` names. The door reads the files through the
+//! what `exports.files` names, and the peer plane under
+//! /resources/peer/<handle> the one file of `exports.peer_files` a handle
+//! the runtime minted grants its audience. The door reads the files through the
 //! directories the host preopened for the request, read-only, so the
 //! sandbox holds the export whatever these rules do; the rules decide what
 //! of those directories is served, and refuse everything else with one
@@ -65,4 +67,53 @@ pub fn files<I: Imports>(imports: &I, request: &Request) -> Result<Served, Refus
         ),
         Kind::Symlink | Kind::Other => Err(Refusal::FileNotFound),
     }
+}
+
+/// The header naming the capsule that redeems a peer handle.
+pub const AUDIENCE: &str = "x-murmur-audience";
+/// The header naming the handle a peer plane's answer was served for.
+pub const HANDLE_ID: &str = "x-murmur-handle-id";
+
+/// A request under the peer plane (step 1: no door token, whatever peer
+/// consent says): its method, then one segment, the handle, redeemed for
+/// the `x-murmur-audience` it carries, then the file the handle grants,
+/// served as the operator plane serves a file, naming the handle's id.
+/// Anything else is one byte-identical `handle_not_found`.
+pub fn peer<I: Imports>(imports: &I, request: &Request) -> Result<Served, Refusal> {
+    if !matches!(request.method.as_str(), "GET" | "HEAD") {
+        return Err(Refusal::MethodNotAllowed);
+    }
+    let rest = request.path().strip_prefix(PEER_PLANE).unwrap_or_default();
+    let segments = paths::segments(rest).ok_or(Refusal::HandleNotFound)?;
+    let [handle] = segments.as_slice() else {
+        return Err(Refusal::HandleNotFound);
+    };
+    let audience = request
+        .header_once(AUDIENCE)
+        .filter(|audience| !audience.is_empty())
+        .ok_or(Refusal::HandleNotFound)?;
+    let redeemed = imports
+        .redeem(handle, &audience)
+        .ok_or(Refusal::HandleNotFound)?;
+    let path: Vec<String> = redeemed.path.split('/').map(String::from).collect();
+    let exports = ExportSet::new(&imports.exports().peer_files);
+    let tree = imports.preopens();
+    let resolved = tree::resolve(&tree, &path).ok_or(Refusal::HandleNotFound)?;
+    if resolved.entry.kind != Kind::File || !directory::served(&exports, &path, &resolved) {
+        return Err(Refusal::HandleNotFound);
+    }
+    let named = |mut head: Response| {
+        head.headers
+            .push((HANDLE_ID.into(), redeemed.handle_id.clone()));
+        head
+    };
+    Ok(
+        match file::answer(request, &resolved.path, &resolved.entry)? {
+            FileAnswer::Whole(response) => Served::Whole(named(response)),
+            FileAnswer::Bytes(mut body) => {
+                body.head = named(body.head);
+                Served::File(body)
+            }
+        },
+    )
 }

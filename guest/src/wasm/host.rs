@@ -10,8 +10,8 @@ use crate::Imports;
 use crate::model::{
     Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Exports,
     Framed, Grant, Identity, ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page,
-    PassOn, ResidueItem, RunningCommand, Scope, Started, Status, StopReport, Task, TaskAcceptance,
-    TaskError, TaskMetadata, TaskState, Transport,
+    PassOn, Redeemed, ResidueItem, RunningCommand, Scope, Started, Status, StopReport, Task,
+    TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
 };
 use crate::planes::tree::Preopened;
 
@@ -57,6 +57,13 @@ impl Imports for Host {
 
     fn verify(&self, token: &str) -> Option<Grant> {
         tokens::verify(token).map(from_grant)
+    }
+
+    fn redeem(&self, handle: &str, audience: &str) -> Option<Redeemed> {
+        tokens::redeem_handle(handle, audience).map(|r| Redeemed {
+            handle_id: r.handle_id,
+            path: r.path,
+        })
     }
 
     fn stop(&self) -> Result<StopReport, String> {

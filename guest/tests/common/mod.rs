@@ -9,8 +9,8 @@ use std::collections::VecDeque;
 
 use murmur_door_guest::model::{
     Caller, Capsule, CompletionRefusal, Credential, Delivery, Event, Exports, Framed, Grant,
-    Identity, ImageLimits, ListQuery, NewTask, Next, Page, PassOn, Scope, Started, Status,
-    StopReport, Task, TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
+    Identity, ImageLimits, ListQuery, NewTask, Next, Page, PassOn, Redeemed, Scope, Started,
+    Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
 };
 use murmur_door_guest::planes::tree::{Preopened, StdDir};
 use murmur_door_guest::{Imports, Request, Response};
@@ -171,6 +171,14 @@ impl Imports for FakeHost {
 
     fn exports(&self) -> Exports {
         self.exports.borrow().clone()
+    }
+
+    /// `h_good` for audience `beta` grants `shared/a.txt`.
+    fn redeem(&self, handle: &str, audience: &str) -> Option<Redeemed> {
+        (handle == "h_good" && audience == "beta").then(|| Redeemed {
+            handle_id: "hdl_0000000000000001".into(),
+            path: "shared/a.txt".into(),
+        })
     }
 
     type Dir = StdDir;

@@ -1,7 +1,7 @@
 //! `murmur:door/tokens`: whose token a request presented, and its scopes.
 
 use super::DoorCtxView;
-use crate::bindings::tokens::{Grant, Host, Scopes};
+use crate::bindings::tokens::{Grant, Host, Redeemed, Scopes};
 use crate::manifest::Scope;
 
 impl Host for DoorCtxView<'_> {
@@ -15,6 +15,27 @@ impl Host for DoorCtxView<'_> {
             credential: grant.credential,
             scopes,
         })
+    }
+
+    fn redeem_handle(&mut self, handle: String, audience: String) -> Option<Redeemed> {
+        let session = &self.ctx.session;
+        let redeemed = session
+            .handles
+            .redeem(&handle, &audience, crate::tasks::now_ms());
+        self.ctx.redeemed = Some(redeemed.as_ref().map(|_| ()).map_err(|r| *r));
+        match redeemed {
+            Ok(redeemed) => {
+                tracing::info!(handle_id = %redeemed.id, %audience, "peer handle redeemed");
+                Some(Redeemed {
+                    handle_id: redeemed.id,
+                    path: redeemed.path,
+                })
+            }
+            Err(refused) => {
+                tracing::info!(%audience, why = refused.as_str(), "peer handle refused");
+                None
+            }
+        }
     }
 }
 
