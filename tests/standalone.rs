@@ -83,9 +83,14 @@ impl Serve {
     /// process may take it first: a server that exits before it listens is
     /// started again on another port, up to three times.
     fn start(env: &[(&str, &str)]) -> Serve {
+        Serve::start_with(env, &[])
+    }
+
+    /// As [`Serve::start`], with `args` before the component.
+    fn start_with(env: &[(&str, &str)], args: &[&str]) -> Serve {
         let mut last = String::new();
         for _ in 0..3 {
-            match Serve::try_start(env) {
+            match Serve::try_start(env, args) {
                 Ok(serve) => return serve,
                 Err(e) => last = e,
             }
@@ -93,7 +98,7 @@ impl Serve {
         panic!("{last}");
     }
 
-    fn try_start(env: &[(&str, &str)]) -> Result<Serve, String> {
+    fn try_start(env: &[(&str, &str)], args: &[&str]) -> Result<Serve, String> {
         let component = component();
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -110,6 +115,7 @@ impl Serve {
             command.arg("--env").arg(format!("{name}={value}"));
         }
         let child = command
+            .args(args)
             .arg(component)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -354,4 +360,62 @@ fn tokens_from_the_environment() {
     let card = door.request("GET", "/.well-known/agent-card.json", &[], b"");
     assert_eq!(card.status, 200);
     assert_eq!(card.json()["name"], "my-agent");
+}
+
+/// docs/planes.md, "Under `wasmtime serve`": the operator plane serves what
+/// `--dir` preopens, under the exports `MURMUR_FILES` names; its bytes go
+/// out through the `wasi:http` edge.
+#[test]
+fn the_operator_plane_serves_what_dir_preopens() {
+    let work = crate::common::tempdir::TempDir::new("standalone-planes");
+    std::fs::create_dir_all(work.path().join("out/logs")).unwrap();
+    std::fs::write(work.path().join("out/a.txt"), b"from --dir").unwrap();
+    std::fs::write(work.path().join("out/logs/x.log"), b"not exported").unwrap();
+    let big = vec![7u8; 300_000];
+    std::fs::write(work.path().join("out/big.bin"), &big).unwrap();
+    let dir = format!("{}::out", work.path().join("out").display());
+    let serve = Serve::start_with(&[("MURMUR_FILES", "out/*.txt,out/*.bin")], &["--dir", &dir]);
+    let file = serve.request("GET", "/resources/files/out/a.txt", &[], b"");
+    assert_eq!(
+        (file.status, file.body.as_slice()),
+        (200, &b"from --dir"[..])
+    );
+    assert_eq!(file.header("content-type"), Some("text/plain"));
+    let whole = serve.request("GET", "/resources/files/out/big.bin", &[], b"");
+    assert_eq!((whole.status, whole.body.len()), (200, big.len()));
+    assert_eq!(whole.body, big);
+    let part = serve.request(
+        "GET",
+        "/resources/files/out/a.txt",
+        &[("range", "bytes=5-")],
+        b"",
+    );
+    assert_eq!((part.status, part.body.as_slice()), (206, &b"--dir"[..]));
+    for refused in [
+        "/resources/files/out/logs/x.log",
+        "/resources/files/out/../a.txt",
+        "/resources/files/out/missing.txt",
+    ] {
+        let reply = serve.request("GET", refused, &[], b"");
+        assert_eq!(reply.status, 404, "{refused}");
+        assert_eq!(reply.json()["error"], "file_not_found");
+    }
+    let listing = serve
+        .request("GET", "/resources/files/out", &[], b"")
+        .json();
+    let names: Vec<&str> = listing["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a.txt", "big.bin"]);
+    // No handles here: every redeem is refused.
+    let peer = serve.request(
+        "GET",
+        "/resources/peer/abc",
+        &[("x-murmur-audience", "b")],
+        b"",
+    );
+    assert_eq!(peer.status, 404);
 }
