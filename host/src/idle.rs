@@ -68,6 +68,10 @@ pub struct Owner {
     limits: Limits,
     authorization: Option<HeaderValue>,
     address: IpAddr,
+    /// The plane its request was on: an instance that served a plane
+    /// serves only that plane's requests, whose preopens its store is
+    /// given anew each time, and never a JSON-RPC request.
+    plane: Option<&'static str>,
 }
 
 impl Owner {
@@ -82,7 +86,14 @@ impl Owner {
             limits,
             authorization: authorization.cloned(),
             address,
+            plane: None,
         }
+    }
+
+    /// The same caller, on `plane`.
+    pub fn on_plane(mut self, plane: Option<&'static str>) -> Owner {
+        self.plane = plane;
+        self
     }
 }
 

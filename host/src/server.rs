@@ -689,14 +689,11 @@ impl Server {
         }
         let body: BoxedBody = body.boxed_unsync();
 
-        // A request on a plane finds that plane's directories preopened, in
-        // a store of its own: it takes no kept instance, and leaves none.
-        let plane = self.stores.session.planes.of(parts.uri.path());
-        let on_plane = plane.is_some();
-        let kept = match on_plane {
-            true => None,
-            false => self.shared.idle.take(&owner, &self.stores.session),
-        };
+        // A request on a plane finds that plane's directories preopened,
+        // opened anew for it, on an instance that serves only that plane.
+        let exports = self.stores.session.planes.of(parts.uri.path());
+        let owner = owner.on_plane(exports.and(planes::plane_of(parts.uri.path())));
+        let kept = self.shared.idle.take(&owner, &self.stores.session);
         let (mut store, instance, uses) = match kept {
             Some(Kept {
                 mut store,
@@ -710,12 +707,12 @@ impl Server {
             None => {
                 let mut store = self.stores.store(&serving.live().door.engine);
                 store.data_mut().door.version = serving.live().version;
-                if let Some(exports) = plane {
-                    store.data_mut().wasi = self.stores.session.planes.preopened(exports);
-                }
                 (store, None, 0)
             }
         };
+        if let Some(exports) = exports {
+            store.data_mut().wasi = self.stores.session.planes.preopened(exports);
+        }
         store.data_mut().door.framer = serving.live().framer(&self.stores);
         let memory = store.data().memory.refused();
         let changed = store.data().door.changed.clone();
@@ -788,7 +785,7 @@ impl Server {
                 let answered = match answered {
                     // Kept for its caller's next request, unless the
                     // session is closing.
-                    Ok(instance) if !session.tasks.closing() && !on_plane => {
+                    Ok(instance) if !session.tasks.closing() => {
                         let uses = uses + 1;
                         idle.keep(
                             owner,

@@ -70,19 +70,38 @@ pub fn response(
     Ok(answer)
 }
 
-/// Bytes one read of a served file takes: hyper queues at most 16 of them
-/// (and ~400 KiB) ahead of a client that does not read, for as long as
-/// `--write-timeout-ms` lets it.
+/// Bytes the first read of a served file takes; each read after it takes
+/// twice the one before, up to [`MAX_FILE_CHUNK_BYTES`]. hyper asks for the
+/// next read only once its queue (`--max-header-bytes`, 64 KiB) has room:
+/// a client that takes nothing holds the first read, and one that stops
+/// later at most the largest, until `--write-timeout-ms` drops it; a client
+/// that reads is sent the file in reads large enough to keep up with it.
 pub const FILE_CHUNK_BYTES: usize = 64 << 10;
+/// The largest read of a served file.
+pub const MAX_FILE_CHUNK_BYTES: usize = 512 << 10;
 
-/// A served file's bytes, read a chunk at a time on the blocking pool as
-/// hyper asks for them: a client that does not read holds no more than
-/// hyper's queue.
+/// A served file's bytes, read a chunk at a time as hyper asks for them.
+/// The first read is made on the request's own thread (it costs less there
+/// than a trip through the blocking pool); the larger ones go through the
+/// pool, so a slow disk never holds a worker for long.
 struct FileBytes {
     file: Arc<std::fs::File>,
     offset: u64,
     left: u64,
+    /// Bytes the next read takes.
+    chunk: usize,
     reading: Option<tokio::task::JoinHandle<std::io::Result<Bytes>>>,
+}
+
+/// What `file` holds from `offset`, in `chunk`, as much as fits.
+fn read_chunk(
+    file: &std::fs::File,
+    offset: u64,
+    mut chunk: bytes::BytesMut,
+) -> std::io::Result<Bytes> {
+    let read = file.read_at(&mut chunk, offset)?;
+    chunk.truncate(read);
+    Ok(chunk.freeze())
 }
 
 impl hyper::body::Body for FileBytes {
@@ -96,18 +115,21 @@ impl hyper::body::Body for FileBytes {
         if self.left == 0 {
             return Poll::Ready(None);
         }
-        let (offset, wanted) = (self.offset, self.left.min(FILE_CHUNK_BYTES as u64) as usize);
-        let file = self.file.clone();
-        let reading = self.reading.get_or_insert_with(|| {
-            tokio::task::spawn_blocking(move || {
-                let mut chunk = vec![0; wanted];
-                let read = file.read_at(&mut chunk, offset)?;
-                chunk.truncate(read);
-                Ok(Bytes::from(chunk))
-            })
-        });
-        let read = std::task::ready!(Pin::new(reading).poll(cx));
-        self.reading = None;
+        let (offset, wanted) = (self.offset, self.left.min(self.chunk as u64) as usize);
+        let read = if wanted <= FILE_CHUNK_BYTES && self.reading.is_none() {
+            Ok(read_chunk(&self.file, offset, bytes::BytesMut::zeroed(wanted)))
+        } else {
+            let file = self.file.clone();
+            let reading = self.reading.get_or_insert_with(|| {
+                // Allocated here, not on the blocking pool's thread: a
+                // thread that allocates keeps a heap of its own.
+                let chunk = bytes::BytesMut::zeroed(wanted);
+                tokio::task::spawn_blocking(move || read_chunk(&file, offset, chunk))
+            });
+            let read = std::task::ready!(Pin::new(reading).poll(cx));
+            self.reading = None;
+            read
+        };
         match read {
             // A file that shrank since the door looked at it: the body is
             // cut, never padded or finished short.
@@ -118,6 +140,7 @@ impl hyper::body::Body for FileBytes {
             Ok(Ok(chunk)) => {
                 self.offset += chunk.len() as u64;
                 self.left -= chunk.len() as u64;
+                self.chunk = (self.chunk * 2).min(MAX_FILE_CHUNK_BYTES);
                 Poll::Ready(Some(Ok(Frame::data(chunk))))
             }
             Ok(Err(e)) => {
@@ -146,6 +169,7 @@ pub fn file_bytes(file: Arc<std::fs::File>, offset: u64, length: u64) -> HyperOu
         file,
         offset,
         left: length,
+        chunk: FILE_CHUNK_BYTES,
         reading: None,
     }
     .boxed_unsync()
