@@ -558,7 +558,7 @@ fn the_sandbox_holds_the_export_whatever_the_door_does() {
     let manifest = work.join("murmur.yaml");
     std::fs::write(
         &manifest,
-        "name: planes\nversion: 0.1.0\nexports:\n  files: [out/**]\n",
+        "name: planes\nversion: 0.1.0\nexports:\n  files: [out/**]\n  peer_files: [shared/**]\n",
     )
     .unwrap();
     let entry = json!({"manifest": manifest, "listen": "127.0.0.1:0", "state": work.join("state")});
@@ -591,11 +591,23 @@ fn the_sandbox_holds_the_export_whatever_the_door_does() {
     );
     assert_eq!(std::fs::read(work.join("out/a.txt")).unwrap(), b"inside");
     assert!(!work.join("out/new.txt").exists() && !work.join("out/made").exists());
-    // The peer plane is not declared: nothing is preopened for it, and a
-    // request off the planes finds nothing preopened either.
+    // The peer plane's exports do not exist: nothing is preopened for it,
+    // and a request off the planes finds nothing preopened either.
     let peer = request(addr, "GET", "/resources/peer/x", &[], b"").text();
     assert_eq!(peer.lines().next(), Some("preopens: "));
     assert_eq!(request(addr, "GET", "/preopens", &[], b"").text(), "");
+
+    // docs/planes.md, "Metrics": plane requests by plane, their body
+    // bytes, and peer redeems by outcome.
+    let text = faulty.host.metrics();
+    for line in [
+        r#"murmur_door_requests_total{capsule="planes",method="files",status="200",rpc_code="none"} 1"#.to_string(),
+        format!(r#"murmur_door_plane_bytes_total{{capsule="planes",plane="files"}} {}"#, tried.len()),
+        // The faults door answered the redeem 200 itself.
+        r#"murmur_door_peer_redeems_total{capsule="planes",outcome="served"} 1"#.to_string(),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+    }
 }
 
 /// Whatever a swapped-in door keeps between requests, reuse carries none of

@@ -117,7 +117,11 @@ impl hyper::body::Body for FileBytes {
         }
         let (offset, wanted) = (self.offset, self.left.min(self.chunk as u64) as usize);
         let read = if wanted <= FILE_CHUNK_BYTES && self.reading.is_none() {
-            Ok(read_chunk(&self.file, offset, bytes::BytesMut::zeroed(wanted)))
+            Ok(read_chunk(
+                &self.file,
+                offset,
+                bytes::BytesMut::zeroed(wanted),
+            ))
         } else {
             let file = self.file.clone();
             let reading = self.reading.get_or_insert_with(|| {
