@@ -116,18 +116,8 @@ fn a_file_is_served_with_its_validators() {
 
 /// An HTTP-date, as RFC 9110 5.6.7 writes one.
 fn httpdate(at: std::time::SystemTime) -> String {
-    let seconds = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    let at = time::OffsetDateTime::from_unix_timestamp(seconds).unwrap();
-    format!(
-        "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
-        &at.weekday().to_string()[..3],
-        at.day(),
-        &at.month().to_string()[..3],
-        at.year(),
-        at.hour(),
-        at.minute(),
-        at.second()
-    )
+    let since = at.duration_since(std::time::UNIX_EPOCH).unwrap();
+    murmur_door_guest::timestamp::http_date(since.as_millis() as i64)
 }
 
 /// Issue 33, "Conditional and range requests".

@@ -389,17 +389,18 @@ fn case(data: &[u8], corpus: &[(String, Vec<u8>)]) -> Result<String> {
     Ok(check(reply, &host))
 }
 
+/// The number the environment variable `name` holds, or `default`.
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 #[test]
 fn the_door_answers_whatever_comes_in() {
     let corpus = corpus();
-    let seed: u64 = std::env::var("FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    let cases: u64 = std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_000);
+    let (seed, cases) = (env_or("FUZZ_SEED", 1), env_or("FUZZ_CASES", 20_000));
     let seconds = std::env::var("FUZZ_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok());
@@ -564,14 +565,7 @@ fn no_path_resolves_outside_the_exports() {
         "up",
         "loop",
     ];
-    let seed: u64 = std::env::var("FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    let cases: u64 = std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_000);
+    let (seed, cases) = (env_or("FUZZ_SEED", 1), env_or("FUZZ_CASES", 20_000));
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut data = vec![0u8; 256];
     let mut tally = std::collections::BTreeMap::<u16, u64>::new();
