@@ -764,7 +764,7 @@ fn an_answer_its_client_does_not_take_is_dropped() {
     );
 }
 
-// The soak, scaled to a minute (`bench/soak.py`, README "Measuring"):
+// The soak, scaled to a minute (`bench/soak.py`, docs/testing.md):
 // streams opening and closing, held sends, polls and bad clients at once;
 // after a warm-up the RSS and the descriptors stay within 10% and every
 // well-behaved request is answered. Swaps are left to the full run: each
@@ -790,7 +790,7 @@ fn a_minute_of_mixed_load_leaves_memory_and_descriptors_flat() {
 }
 
 // What a burst of instances freed goes back to the system once the workers
-// go idle (README, "What a client can make the host hold"): 300
+// go idle (docs/operations.md, "What a client can make the host hold"): 300
 // WatchSession streams at once, then gone. Without the give-back, mimalloc
 // kept all of it; with it, about 45% of the burst's growth goes back, the
 // rest being the pool slots kept for the next instances.

@@ -611,7 +611,7 @@ fn the_sandbox_holds_the_export_whatever_the_door_does() {
 }
 
 /// Whatever a swapped-in door keeps between requests, reuse carries none of
-/// it across capsules or callers (README, "--idle-instances" and "The Agent
+/// it across capsules or callers (docs/operations.md, "--idle-instances" and "The Agent
 /// Card caches"). The faults door keeps what its instance's first request
 /// said in a static: a kept instance serves only its caller on the capsule
 /// it last served, and the card cache keeps only what the door lets a

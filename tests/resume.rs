@@ -431,7 +431,7 @@ fn a_state_directory_serves_one_door_at_a_time() {
     assert_eq!(door.get_task(None, &id(&task))["id"], task["id"]);
 }
 
-// "Task states", and the promise of `--resume` in the README: under load,
+// "Task states", and the promise of `--resume` in docs/operations.md: under load,
 // every task acknowledged to a client before a crash (SIGKILL mid-work)
 // answers GetTask after the resume: completed as it was, or failed by the
 // restart if it was live. Nothing acknowledged is lost.

@@ -107,7 +107,7 @@ enum Command {
         door: DoorArgs,
     },
     /// Serve many capsules in one process, one engine and one compiled door
-    /// shared by all, from a capsules file (see the README).
+    /// shared by all, from a capsules file (see docs/hosting.md).
     Host {
         /// The capsules file: the host's control listener and one entry per
         /// capsule (manifest, listen, state).

@@ -277,7 +277,7 @@ mod tests {
         assert_eq!(body, "{}");
     }
 
-    /// "What a head may not carry" (README, "What a client can make the host
+    /// "What a head may not carry" (docs/operations.md, "What a client can make the host
     /// hold"): what the `wasi:http` edge refuses, the host refuses from a
     /// one-call answer too, and a streamed head carries no length.
     #[test]
