@@ -311,6 +311,15 @@ fn cancel_task() {
     assert_eq!(rpc(&door, "GetTask", json!({"id": id}))["result"], done);
 }
 
+/// Where the door's PATH finds `sleep` (the test's PATH is the door's).
+fn sleep_path() -> String {
+    let found = std::process::Command::new("sh")
+        .args(["-c", "command -v sleep"])
+        .output()
+        .unwrap();
+    String::from_utf8(found.stdout).unwrap().trim().to_string()
+}
+
 // "GetTask" and "Residue items": a cancel while a detached command still
 // runs carries a residue artifact; "Task metadata": a task that ends with
 // one running says so in runningCommands.
@@ -321,7 +330,9 @@ fn residue_and_running_commands() {
     let commands = &done["metadata"]["murmur"]["runningCommands"];
     assert_eq!(commands.as_array().unwrap().len(), 1, "{done}");
     assert_id(commands[0]["workId"].as_str().unwrap(), "wrk_");
-    assert_eq!(commands[0]["binary"], "sleep");
+    // "Task metadata": the binary's path, as `/usr/bin/bash` in the example.
+    let sleep = sleep_path();
+    assert_eq!(commands[0]["binary"], sleep.as_str());
     assert_eq!(commands[0]["command"], "sleep 30");
     assert!(commands[0]["runningMs"].as_u64().is_some());
     assert_eq!(done["artifacts"][0]["artifactId"], "response");
@@ -348,7 +359,11 @@ fn residue_and_running_commands() {
             item["binary"].as_str(),
             item["command"].as_str()
         ),
-        (Some("detached_shell"), Some("sleep"), Some("sleep 30"))
+        (
+            Some("detached_shell"),
+            Some(sleep.as_str()),
+            Some("sleep 30")
+        )
     );
     // The residue artifact is the same on every read.
     assert_eq!(

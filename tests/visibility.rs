@@ -373,3 +373,96 @@ fn every_caller_of_a_public_door_sees_every_task() {
     let canceled = door.result(Some(&operator), "CancelTask", json!({"id": live}));
     assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
 }
+
+/// POST or DELETE on the door's control surface, with its token.
+fn control(door: &Door, method: &str, path: &str, body: Value) -> common::Reply {
+    let token = std::fs::read_to_string(door.state.path().join("control-token")).unwrap();
+    let bearer = format!("Bearer {}", token.trim());
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    door.request(
+        method,
+        &format!("/.well-known/murmur/control{path}"),
+        &[
+            ("authorization", &bearer),
+            ("content-type", "application/json"),
+        ],
+        body.as_bytes(),
+    )
+}
+
+// "Who sees a task": a formation token, credential member:<caller>, sees
+// the tasks that member started. The runtime mints it on the control
+// surface while the session runs, and revokes it.
+#[test]
+fn a_formation_member_sees_only_the_tasks_it_started() {
+    let door = Door::start(AUTHENTICATED);
+    let t = tokens(&door);
+    let minted = control(
+        &door,
+        "POST",
+        "/members",
+        json!({"caller": "carol", "scopes": ["SendMessage", "GetTask", "ListTasks"]}),
+    );
+    assert_eq!(minted.status, 201, "{}", minted.text());
+    let minted = minted.json();
+    assert_eq!(minted["credential"], "member:carol");
+    let carol = minted["token"].as_str().unwrap().to_string();
+
+    let c = completed(&door, &carol, "from carol", json!({}));
+    let a = completed(&door, &t.alice, "from alice", json!({}));
+    let o = completed(&door, &t.operator, "from the operator", json!({}));
+    assert_eq!(response(&door.get_task(Some(&carol), &c)), "from carol");
+    for unseen in [&a, &o] {
+        let error = door.error(Some(&carol), "GetTask", json!({"id": unseen}));
+        assert_eq!(error, not_found(unseen));
+    }
+    assert_eq!(ids(&list(&door, &carol, json!({}))), [c.as_str()]);
+    // Alice does not see the member's task; the operator sees all three.
+    let error = door.error(Some(&t.alice), "GetTask", json!({"id": c}));
+    assert_eq!(error, not_found(&c));
+    assert_eq!(ids(&list(&door, &t.operator, json!({}))), [o, a, c.clone()]);
+    // A scope it was not given is refused by name.
+    let cancel = door.rpc_as(
+        &carol,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": c}})
+            .to_string(),
+    );
+    assert_eq!(cancel.status, 403);
+    assert_eq!(
+        cancel.json()["message"],
+        "credential 'member:carol' does not reach CancelTask"
+    );
+
+    let listed = control(&door, "GET", "/members", Value::Null).json();
+    assert_eq!(
+        listed,
+        json!({"members": [{"credential": "member:carol", "scopes": ["SendMessage", "GetTask", "ListTasks"]}]})
+    );
+    assert!(!listed.to_string().contains(&carol));
+    let revoked = control(&door, "DELETE", "/members/carol", Value::Null);
+    assert_eq!(revoked.json(), json!({"revoked": "member:carol"}));
+    let refused = door.rpc_as(
+        &carol,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": c}}).to_string(),
+    );
+    assert_eq!(refused.status, 401);
+    assert_eq!(
+        control(&door, "DELETE", "/members/carol", Value::Null).status,
+        404
+    );
+    let bad = control(
+        &door,
+        "POST",
+        "/members",
+        json!({"caller": "dave", "scopes": ["message/send"]}),
+    );
+    assert_eq!(bad.status, 422);
+    assert_eq!(
+        bad.json()["message"],
+        "\"message/send\" is not a scope: a door method's name, or resources/files"
+    );
+}

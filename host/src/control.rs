@@ -20,6 +20,11 @@
 //! - `GET CONTROL_PATH/handles` → `{"handles": [...]}`: ids and metadata,
 //!   never a handle's value
 //! - `DELETE CONTROL_PATH/handles/<handleId>` → the handle is revoked
+//! - `POST CONTROL_PATH/members` with `{"caller", "scopes"}` → 201
+//!   `{"credential": "member:<caller>", "token"}`: a formation member's
+//!   token, which replaces one minted for that caller before
+//! - `GET CONTROL_PATH/members` → `{"members": [{"credential", "scopes"}]}`
+//! - `DELETE CONTROL_PATH/members/<caller>` → the member's token is revoked
 
 use std::path::Path;
 
@@ -35,6 +40,7 @@ use murmur_door_guest::timestamp::Rfc3339Ms;
 
 use crate::engine::NotAComponent;
 use crate::handles;
+use crate::manifest::Scope;
 use crate::request::Stores;
 use crate::swap::{self, Doors};
 use crate::tasks;
@@ -153,13 +159,53 @@ pub async fn answer(
                 ),
             }
         }
-        ("" | "/swap" | "/rollback" | "/handles", _) => method_not_allowed(&parts),
-        (path, _) if path.starts_with("/handles/") => method_not_allowed(&parts),
+        ("/members", &Method::POST) => match read_limited(body, MAX_MINT_BYTES, || {
+            format!("a member's request is at most {MAX_MINT_BYTES} bytes")
+        })
+        .await
+        {
+            Ok(body) => mint_member(stores, &body),
+            Err(refused) => refused,
+        },
+        ("/members", &Method::GET) => {
+            let members: Vec<Value> = stores
+                .session
+                .tokens
+                .members()
+                .iter()
+                .map(|grant| {
+                    let scopes: Vec<&str> = grant.scopes.iter().map(|s| s.name()).collect();
+                    json!({"credential": grant.credential.to_string(), "scopes": scopes})
+                })
+                .collect();
+            json_response(StatusCode::OK, json!({"members": members}))
+        }
+        (path, &Method::DELETE) if path.starts_with("/members/") => {
+            let caller = &path["/members/".len()..];
+            match stores.session.tokens.revoke_member(caller) {
+                true => {
+                    tracing::info!(credential = %format!("member:{caller}"), "member token revoked");
+                    json_response(
+                        StatusCode::OK,
+                        json!({"revoked": format!("member:{caller}")}),
+                    )
+                }
+                false => error(
+                    StatusCode::NOT_FOUND,
+                    "member_not_found",
+                    format!("no member token is held by {caller:?}"),
+                ),
+            }
+        }
+        ("" | "/swap" | "/rollback" | "/handles" | "/members", _) => method_not_allowed(&parts),
+        (path, _) if path.starts_with("/handles/") || path.starts_with("/members/") => {
+            method_not_allowed(&parts)
+        }
         _ => error(
             StatusCode::NOT_FOUND,
             "not_found",
             format!(
-                "the control surface serves {CONTROL_PATH}, {CONTROL_PATH}/swap, {CONTROL_PATH}/rollback and {CONTROL_PATH}/handles"
+                "the control surface serves {CONTROL_PATH}, {CONTROL_PATH}/swap, {CONTROL_PATH}/rollback, {CONTROL_PATH}/handles and {CONTROL_PATH}/members"
             ),
         ),
     }
@@ -220,6 +266,51 @@ fn mint_handle(stores: &Stores, body: &[u8]) -> Response<HyperOutgoingBody> {
             )
         }
         Err(why) => error(StatusCode::UNPROCESSABLE_ENTITY, "handle_refused", why),
+    }
+}
+
+/// Mints a formation member's token from `{"caller", "scopes"}`: 201 with
+/// the token, 400 for a body that is not that object, 422 for a caller or
+/// scope the session refuses.
+fn mint_member(stores: &Stores, body: &[u8]) -> Response<HyperOutgoingBody> {
+    let shape = "{\"caller\", \"scopes\": [...]}";
+    let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let caller = request.get("caller").and_then(Value::as_str);
+    let scopes = request.get("scopes").and_then(Value::as_array);
+    let (Some(caller), Some(scopes)) = (caller, scopes) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("the body must be {shape}, caller a string and scopes a list"),
+        );
+    };
+    let mut granted = Vec::with_capacity(scopes.len());
+    for scope in scopes {
+        match scope.as_str().and_then(Scope::parse) {
+            Some(scope) => granted.push(scope),
+            None => {
+                return error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "member_refused",
+                    format!("{scope} is not a scope: a door method's name, or resources/files"),
+                );
+            }
+        }
+    }
+    match stores.session.tokens.mint_member(caller, &granted) {
+        Ok(token) => {
+            let credential = format!("member:{caller}");
+            tracing::info!(%credential, "member token minted");
+            json_response(
+                StatusCode::CREATED,
+                json!({"credential": credential, "token": token}),
+            )
+        }
+        Err(why) => error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "member_refused",
+            why.to_string(),
+        ),
     }
 }
 

@@ -1,5 +1,7 @@
 //! The door's bearer tokens, minted at launch: the operator's, then one per
-//! credential the manifest declares. They live until the session ends.
+//! credential the manifest declares. They live until the session ends. The
+//! runtime mints formation members' tokens while the session runs
+//! (`member:<caller>`, [`Tokens::mint_member`]), and revokes them.
 
 use std::fmt;
 use std::fs::{self, DirBuilder, OpenOptions};
@@ -35,7 +37,12 @@ pub struct Grant {
 
 pub struct Tokens {
     minted: Vec<Minted>,
+    /// Formation members' tokens, by caller; at most [`MAX_MEMBERS`].
+    members: std::sync::RwLock<Vec<Minted>>,
 }
+
+/// Member tokens a session holds at once.
+pub const MAX_MEMBERS: usize = 1024;
 
 struct Minted {
     grant: Grant,
@@ -75,22 +82,78 @@ impl Tokens {
                 token: hex::encode(random::<TOKEN_BYTES>()?),
             });
         }
-        Ok(Tokens { minted })
+        Ok(Tokens {
+            minted,
+            members: Default::default(),
+        })
+    }
+
+    /// Mints the token of the formation member `caller` (credential
+    /// `member:<caller>`), reaching `scopes` and seeing the tasks it
+    /// starts; a token minted for it before stops working. `caller` is 1 to
+    /// 64 letters, digits, `-`, `_` or `.`.
+    pub fn mint_member(&self, caller: &str, scopes: &[Scope]) -> anyhow::Result<String> {
+        ensure!(
+            (1..=64).contains(&caller.len())
+                && caller
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')),
+            "a member's caller is 1 to 64 letters, digits, '-', '_' or '.'"
+        );
+        let mut members = self.members.write().unwrap_or_else(|e| e.into_inner());
+        members.retain(|m| !matches!(&m.grant.credential, Credential::Member(c) if c == caller));
+        ensure!(
+            members.len() < MAX_MEMBERS,
+            "this session holds {MAX_MEMBERS} member tokens: revoke some first"
+        );
+        let mut unique = scopes.to_vec();
+        unique.dedup();
+        let token = hex::encode(random::<TOKEN_BYTES>()?);
+        members.push(Minted {
+            grant: Grant {
+                credential: Credential::Member(caller.to_string()),
+                scopes: Scope::ALL
+                    .into_iter()
+                    .filter(|s| unique.contains(s))
+                    .collect(),
+            },
+            token: token.clone(),
+        });
+        Ok(token)
+    }
+
+    /// Revokes the member `caller`'s token; false when it has none.
+    pub fn revoke_member(&self, caller: &str) -> bool {
+        let mut members = self.members.write().unwrap_or_else(|e| e.into_inner());
+        let before = members.len();
+        members.retain(|m| !matches!(&m.grant.credential, Credential::Member(c) if c == caller));
+        members.len() < before
+    }
+
+    /// The members holding a token, and their scopes, in minting order.
+    pub fn members(&self) -> Vec<Grant> {
+        let members = self.members.read().unwrap_or_else(|e| e.into_inner());
+        members.iter().map(|m| m.grant.clone()).collect()
     }
 
     /// The grant of the minted token equal to `token`, if any. Every minted
     /// token is compared whatever matched before, so the time taken tells
     /// nothing of which token matched, nor how much of it.
     pub fn verify(&self, token: &str) -> Option<Grant> {
+        let members = self.members.read().unwrap_or_else(|e| e.into_inner());
+        let all = || self.minted.iter().chain(members.iter());
         let mut found = Choice::from(0);
         let mut index = 0u64;
-        for (i, minted) in self.minted.iter().enumerate() {
+        for (i, minted) in all().enumerate() {
             // A length mismatch answers false at once: lengths are not secret.
             let equal = token.as_bytes().ct_eq(minted.token.as_bytes());
             index.conditional_assign(&(i as u64), equal);
             found |= equal;
         }
-        bool::from(found).then(|| self.minted[index as usize].grant.clone())
+        match bool::from(found) {
+            true => all().nth(index as usize).map(|m| m.grant.clone()),
+            false => None,
+        }
     }
 
     /// Writes `{"operator": "<token>", "<credential>": "<token>", ...}` with
@@ -332,6 +395,40 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(dir_mode & 0o077, 0);
+    }
+
+    /// Reference, "Who sees a task": a formation token, credential
+    /// `member:<caller>`, minted while the session runs.
+    #[test]
+    fn members_are_minted_replaced_and_revoked() {
+        let tokens = Tokens::mint(&declared()).unwrap();
+        let first = tokens
+            .mint_member(
+                "alice",
+                &[Scope::GetTask, Scope::SendMessage, Scope::GetTask],
+            )
+            .unwrap();
+        let grant = tokens.verify(&first).unwrap();
+        assert_eq!(grant.credential, Credential::Member("alice".into()));
+        assert_eq!(grant.scopes, [Scope::SendMessage, Scope::GetTask]);
+        assert_eq!(grant.credential.to_string(), "member:alice");
+        // Minting again replaces the token; the tokens file never holds one.
+        let second = tokens.mint_member("alice", &[Scope::GetTask]).unwrap();
+        assert_eq!(tokens.verify(&first), None);
+        assert_eq!(tokens.verify(&second).unwrap().scopes, [Scope::GetTask]);
+        assert!(!tokens.json().unwrap().contains(&second));
+        assert_eq!(tokens.members().len(), 1);
+        assert!(tokens.revoke_member("alice"));
+        assert!(!tokens.revoke_member("alice"));
+        assert_eq!(tokens.verify(&second), None);
+        // The launch's own tokens are untouched.
+        assert!(tokens.verify(token(&tokens, "operator")).is_some());
+        for bad in ["", "a b", "member:x", &"x".repeat(65)] {
+            assert_eq!(
+                tokens.mint_member(bad, &[]).unwrap_err().to_string(),
+                "a member's caller is 1 to 64 letters, digits, '-', '_' or '.'"
+            );
+        }
     }
 
     #[test]

@@ -342,7 +342,7 @@ mod runs {
             panic!("{residue:?}");
         };
         assert!(shell.work_id.starts_with("wrk_"), "{shell:?}");
-        assert_eq!(shell.binary, "sleep");
+        assert_eq!(shell.binary, crate::tasks::detached::binary_path("sleep"));
         assert_eq!(shell.command, "sleep 30 && echo late");
         assert!(shell.started_at_ms as i64 <= task.status.timestamp_ms);
         assert_eq!(task.metadata.running_commands.len(), 1);

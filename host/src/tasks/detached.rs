@@ -68,7 +68,7 @@ impl Hub {
         });
         let item = DetachedShell {
             work_id: ids::work_id(),
-            binary: command.split_whitespace().next().unwrap_or("").to_string(),
+            binary: binary_path(command.split_whitespace().next().unwrap_or("")),
             command: command.to_string(),
             started_at_ms: started_at_ms as u64,
         };
@@ -79,6 +79,31 @@ impl Hub {
             done,
         });
         Ok(item)
+    }
+}
+
+/// The binary a command's first word names ("Task metadata":
+/// `runningCommands[].binary`, `/usr/bin/bash`): a word with a `/` as it
+/// is, else the first executable file of that name on `PATH` when the
+/// command starts. A word found on none (a shell builtin, a missing
+/// command) is given bare.
+pub(crate) fn binary_path(word: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    if word.is_empty() || word.contains('/') {
+        return word.to_string();
+    }
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join(word))
+            .find(|candidate| {
+                std::fs::metadata(candidate)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    });
+    match found.and_then(|path| path.into_os_string().into_string().ok()) {
+        Some(path) => path,
+        None => word.to_string(),
     }
 }
 
@@ -114,5 +139,25 @@ pub(super) fn cut(command: &str) -> String {
     match command.char_indices().nth(COMMAND_CHARS) {
         Some((at, _)) => format!("{}…", &command[..at]),
         None => command.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// "Task metadata": `runningCommands[].binary` is the binary's path. A
+    /// word is looked up on PATH; a path, or a word found nowhere, stays.
+    #[test]
+    fn a_binary_is_named_by_its_path() {
+        let sleep = super::binary_path("sleep");
+        assert!(
+            sleep.starts_with('/') && sleep.ends_with("/sleep"),
+            "{sleep}"
+        );
+        assert!(std::path::Path::new(&sleep).is_file());
+        assert_eq!(super::binary_path("./run.sh"), "./run.sh");
+        assert_eq!(
+            super::binary_path("no-such-binary-here"),
+            "no-such-binary-here"
+        );
     }
 }

@@ -26,7 +26,7 @@
 pub mod agent;
 mod capacity;
 mod delegations;
-mod detached;
+pub(crate) mod detached;
 pub mod events;
 pub mod ids;
 mod lifecycle;

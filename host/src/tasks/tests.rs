@@ -557,7 +557,7 @@ async fn detached_commands_outlive_their_task_until_the_session_ends() {
     // `true` has exited; the two sleeps run on, oldest first.
     let commands = &done.metadata.running_commands;
     assert_eq!(commands.len(), 2, "{commands:?}");
-    assert_eq!(commands[0].binary, "sleep");
+    assert_eq!(commands[0].binary, super::detached::binary_path("sleep"));
     assert_eq!(commands[0].command, "sleep 30");
     assert!(commands[0].work_id.starts_with("wrk_"));
     assert!(commands[0].running_ms >= 100 && commands[0].running_ms < 5000);
