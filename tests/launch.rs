@@ -342,3 +342,52 @@ fn workers_are_the_threads_requests_run_on() {
     let cores = std::thread::available_parallelism().unwrap().get();
     assert_eq!(threads_named(door.pid(), "tokio-rt-worker"), cores);
 }
+
+/// Reference, "Who sees a task": "The launch's own task: mur run --task, or
+/// a task.md or input.txt in the workdir. From the moment the door is
+/// announced, so the first ListTasks lists it." It belongs to the session:
+/// the operator sees it, a declared credential does not, and a `--resume`
+/// does not start it again.
+#[test]
+fn the_launch_task_is_on_the_door_from_the_start() {
+    use serde_json::json;
+    let work = common::tempdir::TempDir::new("launch-task");
+    let manifest = work.path().join("murmur.yaml");
+    std::fs::write(
+        &manifest,
+        "name: launched\nversion: 0.1.0\nnetwork:\n  authentication:\n    scheme: bearer\n    \
+         credentials:\n      alice: {scopes: [ListTasks, GetTask]}\n",
+    )
+    .unwrap();
+    std::fs::write(work.path().join("input.txt"), "reply from input.txt").unwrap();
+    std::fs::write(work.path().join("task.md"), "reply from task.md").unwrap();
+    let door = Door::start_with(&manifest, common::tempdir::TempDir::new("state"), &[]);
+    let operator = door.token("operator");
+    let first = door.result(Some(&operator), "ListTasks", json!({}));
+    let tasks = first["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{first}");
+    let id = tasks[0]["id"].as_str().unwrap().to_string();
+    let done = door.wait_state(Some(&operator), &id, "TASK_STATE_COMPLETED");
+    assert_eq!(done["artifacts"][0]["parts"][0]["text"], "from task.md");
+    let alice = door.token("alice");
+    let theirs = door.result(Some(&alice), "ListTasks", json!({}));
+    assert_eq!(theirs["tasks"], json!([]));
+
+    // A resumed session has its launch task already.
+    let door = door.restart(&["--resume"]);
+    let operator = door.token("operator");
+    let listed = door.result(Some(&operator), "ListTasks", json!({}));
+    assert_eq!(listed["tasks"].as_array().unwrap().len(), 1, "{listed}");
+
+    // --task names it instead of the workdir's files.
+    let flagged = Door::start_with(
+        &manifest,
+        common::tempdir::TempDir::new("state"),
+        &["--task", "reply from the flag"],
+    );
+    let operator = flagged.token("operator");
+    let listed = flagged.result(Some(&operator), "ListTasks", json!({}));
+    let id = listed["tasks"][0]["id"].as_str().unwrap().to_string();
+    let done = flagged.wait_state(Some(&operator), &id, "TASK_STATE_COMPLETED");
+    assert_eq!(done["artifacts"][0]["parts"][0]["text"], "from the flag");
+}

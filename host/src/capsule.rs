@@ -57,6 +57,7 @@ impl Capsule {
                     name,
                     manifest,
                     workdir,
+                    task,
                     listen,
                     state,
                     tokens_file,
@@ -98,6 +99,15 @@ impl Capsule {
         }
         tracing::info!(capsule = %capsule, path = %tokens_file.display(), "tokens written");
         tracing::info!(capsule = %capsule, path = %control_token_file.display(), surface = CONTROL_PATH, "control token written");
+        // The launch's own task is on the door before anyone is answered; a
+        // resumed session has it already.
+        if let Some(text) = task.filter(|_| !resume) {
+            let launched = session
+                .tasks
+                .start_own(text)
+                .map_err(|e| anyhow::anyhow!("starting the launch task: {e:?}"))?;
+            tracing::info!(capsule = %capsule, task = %launched.id, "launch task started");
+        }
 
         let server = Arc::new(configure(
             Server::new(door, session.clone())

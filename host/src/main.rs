@@ -85,6 +85,14 @@ enum Command {
         /// to; default the manifest's directory.
         #[arg(long, value_name = "DIR")]
         workdir: Option<PathBuf>,
+        /// The launch's own task: started before the door answers anyone,
+        /// and listed by the first ListTasks. Default: the workdir's
+        /// `task.md`, else its `input.txt`, if there is one.
+        #[arg(long, value_name = "TEXT", conflicts_with = "task_file")]
+        task: Option<String>,
+        /// The launch's own task, read from FILE.
+        #[arg(long, value_name = "FILE")]
+        task_file: Option<PathBuf>,
         /// The address to listen on; port 0 picks a free one.
         #[arg(long, default_value = "127.0.0.1:41873")]
         listen: SocketAddr,
@@ -375,6 +383,8 @@ fn main() -> ExitCode {
         Command::Serve {
             manifest,
             workdir,
+            task,
+            task_file,
             listen,
             state,
             tokens_file,
@@ -389,11 +399,20 @@ fn main() -> ExitCode {
                 let loaded = Manifest::load(&manifest)
                     .with_context(|| format!("manifest {}", manifest.display()))?;
                 let workdir = workdir.unwrap_or_else(|| roster::manifest_dir(&manifest));
+                let task = match (task, task_file) {
+                    (Some(text), _) => Some(text),
+                    (None, Some(file)) => Some(
+                        std::fs::read_to_string(&file)
+                            .with_context(|| format!("--task-file {}", file.display()))?,
+                    ),
+                    (None, None) => roster::launch_task(&workdir).map_err(anyhow::Error::msg)?,
+                };
                 let entry = Entry {
                     name: loaded.name.clone(),
                     manifest_path: manifest,
                     manifest: loaded,
                     workdir,
+                    task,
                     listen,
                     state_key: state.clone(),
                     state,

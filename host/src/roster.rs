@@ -43,6 +43,9 @@ pub struct Entry {
     /// What the planes' exports are relative to: the manifest's directory
     /// unless the entry names one.
     pub workdir: PathBuf,
+    /// The launch's own task: `serve --task` or `--task-file`, else a
+    /// `task.md` or `input.txt` in the workdir (see [`launch_task`]).
+    pub task: Option<String>,
     pub listen: SocketAddr,
     pub state: PathBuf,
     /// `state` resolved, so two spellings of one directory compare equal.
@@ -61,6 +64,29 @@ pub fn manifest_dir(manifest: &Path) -> PathBuf {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     }
+}
+
+/// The files in a capsule's workdir whose text is its launch task, in the
+/// order they are looked for (reference, "Who sees a task").
+pub const LAUNCH_TASK_FILES: [&str; 2] = ["task.md", "input.txt"];
+
+/// The text of the launch's own task a workdir holds: its `task.md`, else
+/// its `input.txt`; None when it has neither. An error names a file that is
+/// there but cannot be read as UTF-8 text.
+pub fn launch_task(workdir: &Path) -> Result<Option<String>, String> {
+    for name in LAUNCH_TASK_FILES {
+        let path = workdir.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                return String::from_utf8(bytes)
+                    .map(Some)
+                    .map_err(|_| format!("{} is not UTF-8 text", path.display()));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+    Ok(None)
 }
 
 /// The most instances an entry may ask for.
@@ -266,11 +292,13 @@ impl Entry {
             },
             Some(_) => return Err(error(at, "instances", format!("expected 1 to {MAX_SHARE}"))),
         };
+        let task = launch_task(&workdir).map_err(|e| error(at, "workdir", e))?;
         Ok(Entry {
             name,
             manifest_path,
             manifest,
             workdir,
+            task,
             listen,
             state_key: state_key(&state),
             state,

@@ -34,6 +34,23 @@ impl Hub {
         self.start_settled(new).map(|(task, _)| task)
     }
 
+    /// Starts a task on the session's own behalf ("Who sees a task": the
+    /// launch's own task, a detached command's result, a report of lost
+    /// commands): origin `session`, seen by the operator and by every
+    /// caller of a public door, by no declared credential or member.
+    pub fn start_own(self: &Arc<Self>, text: String) -> Result<Task, TaskError> {
+        self.start(NewTask {
+            caller: None,
+            context_id: None,
+            text,
+            images: Vec::new(),
+            reference_task_ids: Vec::new(),
+            origin: super::Origin::Session,
+            trust: None,
+            forget_session: false,
+        })
+    }
+
     /// [`Hub::start`], and the task as it settled when it was written ended:
     /// what a held SendMessage answers, without waiting or reading it again.
     pub fn start_settled(self: &Arc<Self>, new: NewTask) -> Started {
