@@ -5,6 +5,7 @@ use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
+use std::time::Duration;
 
 use common::tempdir::TempDir;
 use common::{Door, binary};
@@ -390,4 +391,38 @@ fn the_launch_task_is_on_the_door_from_the_start() {
     let id = listed["tasks"][0]["id"].as_str().unwrap().to_string();
     let done = flagged.wait_state(Some(&operator), &id, "TASK_STATE_COMPLETED");
     assert_eq!(done["artifacts"][0]["parts"][0]["text"], "from the flag");
+}
+
+/// Reference, "A held request ends one of three ways": "The door closes:
+/// the capsule exits ... Under after_task: exit the task has settled by
+/// then". With `lifecycle.after_task: exit` the process ends once its launch
+/// task has ended: a request held on that task is answered with it settled,
+/// then the process exits 0.
+#[test]
+fn after_task_exit_ends_the_process_once_the_launch_task_ends() {
+    use serde_json::json;
+    let work = common::tempdir::TempDir::new("after-task");
+    let manifest = work.path().join("murmur.yaml");
+    std::fs::write(
+        &manifest,
+        "name: once\nversion: 0.1.0\nlifecycle: {after_task: exit}\n",
+    )
+    .unwrap();
+    std::fs::write(work.path().join("task.md"), "ask what now?").unwrap();
+    let mut door = Door::start_with(&manifest, common::tempdir::TempDir::new("state"), &[]);
+    let listed = door.result(None, "ListTasks", json!({}));
+    let id = listed["tasks"][0]["id"].as_str().unwrap().to_string();
+    door.wait_state(None, &id, "TASK_STATE_INPUT_REQUIRED");
+    // Waiting for input is not an end: the door still answers.
+    assert!(door.exited_within(Duration::from_millis(300)).is_none());
+    // The reply is held until the task settles, and answered with it.
+    let answered = door.send(None, "reply done", json!({"message": {"taskId": id}}));
+    assert_eq!(
+        answered["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answered}"
+    );
+    let status = door
+        .exited_within(Duration::from_secs(10))
+        .expect("the door exits");
+    assert_eq!(status.code(), Some(0));
 }

@@ -36,6 +36,8 @@ pub struct Capsule {
     pub session: Arc<Session>,
     /// Where it answers: its card's `supportedInterfaces[0].url`.
     pub url: String,
+    /// The id of the launch's own task, when this launch started one.
+    pub launch_task: Option<String>,
     serving: tokio::task::JoinHandle<()>,
 }
 
@@ -101,12 +103,14 @@ impl Capsule {
         tracing::info!(capsule = %capsule, path = %control_token_file.display(), surface = CONTROL_PATH, "control token written");
         // The launch's own task is on the door before anyone is answered; a
         // resumed session has it already.
+        let mut launch_task = None;
         if let Some(text) = task.filter(|_| !resume) {
             let launched = session
                 .tasks
                 .start_own(text)
                 .map_err(|e| anyhow::anyhow!("starting the launch task: {e:?}"))?;
             tracing::info!(capsule = %capsule, task = %launched.id, "launch task started");
+            launch_task = Some(launched.id);
         }
 
         let server = Arc::new(configure(
@@ -120,8 +124,28 @@ impl Capsule {
             server,
             session,
             url,
+            launch_task,
             serving,
         })
+    }
+
+    /// Resolves once the launch's own task has ended (`lifecycle.after_task:
+    /// exit`), or the session has closed; never when this launch started
+    /// none. A task waiting for input has not ended.
+    pub async fn launch_task_ended(&self) {
+        let Some(id) = &self.launch_task else {
+            return std::future::pending().await;
+        };
+        loop {
+            self.session.tasks.settled_started(id).wait().await;
+            let ended = match self.session.tasks.get(&None, id) {
+                Ok(task) => !tasks::is_live(task.status.state),
+                Err(_) => true,
+            };
+            if ended || self.session.closing() {
+                return;
+            }
+        }
     }
 
     /// Closes its session, listener and connections at once, without

@@ -526,6 +526,7 @@ async fn serve(entry: Entry, mut settings: Settings) -> anyhow::Result<()> {
     let (door, _source) = load_door(&settings).await?;
     fit_to_open_files(&mut settings.http);
     let (mut terminate, mut hangup) = signals()?;
+    let exits_after_task = entry.manifest.exit_after_task;
     let config = CapsuleConfig {
         entry,
         agent: settings.agent,
@@ -557,9 +558,16 @@ async fn serve(entry: Entry, mut settings: Settings) -> anyhow::Result<()> {
             reloader.reload().await;
         }
     });
+    let after_task = async {
+        match exits_after_task {
+            true => capsule.launch_task_ended().await,
+            false => std::future::pending().await,
+        }
+    };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; closing the door"),
         _ = terminate.recv() => tracing::info!("terminated; closing the door"),
+        _ = after_task => tracing::info!("the launch task ended; lifecycle.after_task: exit closes the door"),
     }
     reloading.abort();
     capsule.close().await;

@@ -110,6 +110,9 @@ pub struct Manifest {
     pub version: String,
     pub tools: Vec<String>,
     pub task_acceptance: TaskAcceptance,
+    /// `lifecycle.after_task: exit`: the capsule exits once its launch task
+    /// has ended. Any other value keeps it running.
+    pub exit_after_task: bool,
     /// `capabilities.shell.allow`
     pub shell_allow: Vec<String>,
     /// `capabilities.network.allow`
@@ -206,6 +209,17 @@ impl Manifest {
                 ],
             )?
             .unwrap_or_default(),
+            exit_after_task: match get(root, "lifecycle.after_task")? {
+                None => false,
+                Some(Value::String(after)) => after == "exit",
+                Some(other) => {
+                    return Err(ManifestError::expected(
+                        "lifecycle.after_task",
+                        "a string",
+                        other,
+                    ));
+                }
+            },
             shell_allow: string_list(root, "capabilities.shell.allow")?,
             network_allow: string_list(root, "capabilities.network.allow")?,
             credentials: credentials(root)?,
@@ -567,6 +581,7 @@ context:
                 version: "0.1.0".into(),
                 tools: vec!["bash".into(), "read_file".into()],
                 task_acceptance: TaskAcceptance::Queue,
+                exit_after_task: false,
                 shell_allow: vec!["git".into(), "cargo".into()],
                 network_allow: vec!["api.example.com".into()],
                 credentials: Some(vec![
@@ -603,6 +618,7 @@ context:
                 version: "0.1.0".into(),
                 tools: vec![],
                 task_acceptance: TaskAcceptance::Single,
+                exit_after_task: false,
                 shell_allow: vec![],
                 network_allow: vec![],
                 credentials: None,

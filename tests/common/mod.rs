@@ -262,6 +262,21 @@ impl Door {
         self.child.try_wait().unwrap().is_none()
     }
 
+    /// How the process ended, waiting up to `wait` for it; None while it
+    /// still runs.
+    pub fn exited_within(&mut self, wait: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Stops the door as a crash would (SIGKILL: nothing is flushed or
     /// closed) and launches it again on the same manifest, state directory
     /// and tokens file, with `extra` arguments such as `--resume`. The new
