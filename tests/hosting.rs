@@ -610,6 +610,116 @@ fn the_sandbox_holds_the_export_whatever_the_door_does() {
     }
 }
 
+/// The runtime's calls on a session, through the library alone (issue 34,
+/// "The embedder's API"; issue 33, handles for an embedder): a member's
+/// token it mints sees the tasks that member starts; a task it starts on
+/// the session's behalf is listed to the operator and to no member; a peer
+/// handle it mints is redeemed over HTTP.
+#[test]
+fn the_runtime_calls_on_a_session_through_the_library() {
+    use murmur_door_host::handles::Mint;
+    use murmur_door_host::manifest::Scope;
+
+    let faulty = faulty_host(EMBEDDED_DOOR, 1000);
+    let work = faulty.dir.path().join("library");
+    std::fs::create_dir_all(work.join("shared")).unwrap();
+    std::fs::write(work.join("shared/notes.txt"), b"for beta").unwrap();
+    let manifest = work.join("murmur.yaml");
+    std::fs::write(
+        &manifest,
+        "name: library\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n\
+         network:\n  authentication:\n    scheme: bearer\n\
+         exports:\n  peer_files: [shared/**]\n",
+    )
+    .unwrap();
+    let entry = json!({"manifest": manifest, "listen": "127.0.0.1:0", "state": work.join("state")});
+    let value: serde_yaml::Value = serde_json::from_value(entry).unwrap();
+    let entry = murmur_door_host::roster::Entry::parse(&value, faulty.dir.path(), "entry").unwrap();
+    let url = faulty.runtime.block_on(faulty.host.add(entry)).unwrap();
+    let addr = url.trim_start_matches("http://").to_string();
+    let session = faulty
+        .host
+        .session("library")
+        .expect("the capsule's session");
+    let operator: String =
+        serde_json::from_slice::<Value>(&std::fs::read(work.join("state/tokens.json")).unwrap())
+            .unwrap()["operator"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    let rpc = |token: &str, method: &str, params: Value| {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        let bearer = format!("Bearer {token}");
+        request(
+            &addr,
+            "POST",
+            "/",
+            &[
+                ("authorization", &bearer),
+                ("content-type", "application/json"),
+                ("a2a-version", "1.0"),
+            ],
+            body.as_bytes(),
+        )
+        .json()
+    };
+
+    let carol = session
+        .tokens
+        .mint_member("carol", &[Scope::SendMessage, Scope::ListTasks])
+        .unwrap();
+    let sent = rpc(
+        &carol,
+        "SendMessage",
+        json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "reply from carol"}]}}),
+    );
+    let carols = sent["result"]["task"]["id"].as_str().unwrap().to_string();
+    let own = faulty
+        .runtime
+        .block_on(async { session.tasks.start_own("reply the session's own".into()) })
+        .unwrap();
+    let listed = |token: &str| -> Vec<String> {
+        rpc(token, "ListTasks", json!({}))["result"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(listed(&carol), [carols.clone()]);
+    let all = listed(&operator);
+    assert!(all.contains(&carols) && all.contains(&own.id), "{all:?}");
+    assert!(session.tokens.revoke_member("carol"));
+
+    let exports = session.planes.peer_files.clone().unwrap();
+    let mint = Mint {
+        path: "shared/notes.txt".into(),
+        audience: "beta".into(),
+        ttl_seconds: Some(60),
+        max_uses: None,
+    };
+    let minted = session
+        .handles
+        .mint(&exports, mint, murmur_door_host::tasks::now_ms())
+        .unwrap();
+    let redeemed = request(
+        &addr,
+        "GET",
+        &format!("/resources/peer/{}", minted.handle),
+        &[("x-murmur-audience", "beta")],
+        b"",
+    );
+    assert_eq!(
+        (redeemed.status, redeemed.body.as_slice()),
+        (200, &b"for beta"[..])
+    );
+    assert_eq!(
+        redeemed.header("x-murmur-handle-id"),
+        Some(minted.info.id.as_str())
+    );
+}
+
 /// Whatever a swapped-in door keeps between requests, reuse carries none of
 /// it across capsules or callers (docs/operations.md, "--idle-instances" and "The Agent
 /// Card caches"). The faults door keeps what its instance's first request

@@ -182,6 +182,15 @@ impl Host {
         true
     }
 
+    /// The session of the capsule `name`, for the runtime's own calls on
+    /// it (member tokens, its own tasks, peer handles); None when there is
+    /// none (or it is still opening).
+    pub fn session(&self, name: &str) -> Option<Arc<crate::session::Session>> {
+        let capsules = self.capsules.lock().unwrap();
+        let hosted = capsules.get(name)?;
+        hosted.capsule.as_ref().map(|c| c.session.clone())
+    }
+
     /// Every capsule's name, url, session and live door.
     pub fn list(&self) -> Value {
         let capsules = self.capsules.lock().unwrap();
