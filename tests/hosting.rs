@@ -687,7 +687,7 @@ fn the_runtime_calls_on_a_session_through_the_library() {
             .map(|t| t["id"].as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(listed(&carol), [carols.clone()]);
+    assert_eq!(listed(&carol), std::slice::from_ref(&carols));
     let all = listed(&operator);
     assert!(all.contains(&carols) && all.contains(&own.id), "{all:?}");
     assert!(session.tokens.revoke_member("carol"));
