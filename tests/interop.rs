@@ -35,19 +35,14 @@
 
 use crate::common;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 use common::Door;
-use common::setup::{node_modules, python, show};
+use common::setup::{interop, node_modules, python, show};
 
 /// A public door under task_acceptance: single, running the script agent.
 const MANIFEST: &str = "name: my-agent\nversion: 0.1.0\n";
-
-fn interop(file: &str) -> PathBuf {
-    common::root().join("tests/interop").join(file)
-}
 
 /// Runs a client script against a fresh door and asserts it succeeded,
 /// showing its output and the door's log when it did not.

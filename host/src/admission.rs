@@ -117,7 +117,7 @@ impl Admission {
     /// for one to be free.
     pub async fn admit(self: &Arc<Self>, caller: Caller) -> Result<Slot, Refused> {
         {
-            let mut held = self.held.lock().unwrap();
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             let count = held.entry(caller).or_default();
             if *count >= self.per_caller {
                 return Err(Refused::CallerShare(self.per_caller));
@@ -149,7 +149,7 @@ impl Admission {
     }
 
     fn release(&self, caller: &Caller) {
-        let mut held = self.held.lock().unwrap();
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(count) = held.get_mut(caller) {
             *count -= 1;
             if *count == 0 {
@@ -208,7 +208,14 @@ mod tests {
         let held = admission.admit(caller(1)).await.unwrap();
         assert_eq!(admission.admit(caller(2)).await.err(), Some(Refused::Full));
         // A refused request gives its count back.
-        assert!(admission.held.lock().unwrap().get(&caller(2)).is_none());
+        assert!(
+            admission
+                .held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&caller(2))
+                .is_none()
+        );
         let waiting = tokio::spawn({
             let admission = admission.clone();
             async move { admission.admit(caller(2)).await.is_ok() }

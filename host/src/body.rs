@@ -82,30 +82,30 @@ impl Tally {
     /// The tally of a body the host already holds whole.
     pub fn of(body: &[u8]) -> Tally {
         let tally = Tally::default();
-        tally.0.lock().unwrap().keep(body);
+        tally.0.lock().unwrap_or_else(|e| e.into_inner()).keep(body);
         tally
     }
 
     /// The JSON-RPC id within the first [`PREFIX_BYTES`] read (see
     /// [`request_id`]).
     pub fn request_id(&self) -> Option<serde_json::Value> {
-        request_id(&self.0.lock().unwrap().prefix)
+        request_id(&self.0.lock().unwrap_or_else(|e| e.into_inner()).prefix)
     }
 
     /// The JSON-RPC method within the first [`PREFIX_BYTES`] read, for the
     /// logs (see [`request_method`]).
     pub fn request_method(&self) -> Option<String> {
-        request_method(&self.0.lock().unwrap().prefix)
+        request_method(&self.0.lock().unwrap_or_else(|e| e.into_inner()).prefix)
     }
 
     /// Why the body was not read whole, once it was not.
     pub fn failure(&self) -> Option<BodyFailure> {
-        self.0.lock().unwrap().failure
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).failure
     }
 
     /// Releases the budget the body took.
     pub fn release(&self) {
-        self.0.lock().unwrap().held = None;
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).held = None;
     }
 
     /// Reads the body on, within its deadline, until the prefix is whole:
@@ -113,7 +113,7 @@ impl Tally {
     /// the body carries.
     pub async fn read_prefix(&self) {
         let (rest, deadline) = {
-            let state = self.0.lock().unwrap();
+            let state = self.0.lock().unwrap_or_else(|e| e.into_inner());
             if state.failure.is_some() || state.prefix.len() >= PREFIX_BYTES {
                 return;
             }
@@ -124,12 +124,13 @@ impl Tally {
         };
         let read = async {
             loop {
-                let frame =
-                    std::future::poll_fn(|cx| Pin::new(&mut *rest.lock().unwrap()).poll_frame(cx))
-                        .await;
+                let frame = std::future::poll_fn(|cx| {
+                    Pin::new(&mut *rest.lock().unwrap_or_else(|e| e.into_inner())).poll_frame(cx)
+                })
+                .await;
                 let Some(Ok(frame)) = frame else { return };
                 let Ok(data) = frame.into_data() else { return };
-                if !self.0.lock().unwrap().keep(&data) {
+                if !self.0.lock().unwrap_or_else(|e| e.into_inner()).keep(&data) {
                     return;
                 }
             }
@@ -167,7 +168,7 @@ impl RequestBody {
         let tally = Tally::default();
         let inner = Arc::new(Mutex::new(inner));
         {
-            let mut state = tally.0.lock().unwrap();
+            let mut state = tally.0.lock().unwrap_or_else(|e| e.into_inner());
             state.rest = Some(inner.clone());
             state.deadline = Some(started + limits.timeout);
         }
@@ -185,7 +186,7 @@ impl RequestBody {
 
     fn fail(&mut self, failure: BodyFailure) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
         self.done = true;
-        let mut state = self.tally.0.lock().unwrap();
+        let mut state = self.tally.0.lock().unwrap_or_else(|e| e.into_inner());
         state.failure = Some(failure);
         state.rest = None;
         drop(state);
@@ -208,7 +209,7 @@ impl RequestBody {
         else {
             return false;
         };
-        let mut state = self.tally.0.lock().unwrap();
+        let mut state = self.tally.0.lock().unwrap_or_else(|e| e.into_inner());
         match &mut state.held {
             Some(held) => held.merge(permit),
             None => state.held = Some(permit),
@@ -239,7 +240,8 @@ impl Body for RequestBody {
             let max = self.limits.max_bytes;
             return self.fail(BodyFailure::TooLarge(max));
         }
-        let polled = Pin::new(&mut *self.inner.lock().unwrap()).poll_frame(cx);
+        let polled =
+            Pin::new(&mut *self.inner.lock().unwrap_or_else(|e| e.into_inner())).poll_frame(cx);
         let frame = match polled {
             Poll::Ready(frame) => frame,
             Poll::Pending => {
@@ -256,7 +258,7 @@ impl Body for RequestBody {
         };
         let Some(frame) = frame else {
             self.done = true;
-            self.tally.0.lock().unwrap().rest = None;
+            self.tally.0.lock().unwrap_or_else(|e| e.into_inner()).rest = None;
             return Poll::Ready(None);
         };
         let Ok(frame) = frame else {
@@ -279,7 +281,11 @@ impl Body for RequestBody {
             return self.fail(BodyFailure::Busy);
         }
         if self.read < PREFIX_BYTES {
-            self.tally.0.lock().unwrap().keep(data);
+            self.tally
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .keep(data);
         }
         self.read += len;
         // The door copies each chunk into its memory as it reads; the host
@@ -288,11 +294,19 @@ impl Body for RequestBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done || self.inner.lock().unwrap().is_end_stream()
+        self.done
+            || self
+                .inner
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.lock().unwrap().size_hint()
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .size_hint()
     }
 }
 

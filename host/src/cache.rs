@@ -38,9 +38,9 @@ pub struct CompileCache {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compiled {
     /// Compiled, and stored when a cache is set.
-    Fresh = 0,
+    Fresh,
     /// Loaded from the cache: no compile.
-    Cached = 1,
+    Cached,
 }
 
 impl CompileCache {

@@ -79,7 +79,7 @@ impl Connections {
 
     /// Connections open now.
     pub fn open(&self) -> usize {
-        self.open.lock().unwrap().len()
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Registers a new connection. At the cap, first closes the one that has
@@ -87,7 +87,7 @@ impl Connections {
     /// longest. None when every open connection is answering a request: the
     /// new one is then closed at once.
     pub fn admit(self: &Arc<Self>) -> Option<Registered> {
-        let mut open = self.open.lock().unwrap();
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.len() >= self.max {
             let victim = open
                 .values()
@@ -453,7 +453,7 @@ impl Throttled {
     /// Some(how many happened since the last one logged, this one
     /// included) when this one is to be logged.
     pub fn due(&self) -> Option<u64> {
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.1 += 1;
         let now = Instant::now();
         if state
@@ -501,7 +501,7 @@ mod tests {
         // The idle one that answered nothing goes first.
         let fourth = connections.admit().unwrap();
         assert_eq!(connections.open(), 3);
-        let open = connections.open.lock().unwrap();
+        let open = connections.open.lock().unwrap_or_else(|e| e.into_inner());
         assert!(!open.contains_key(&idle_new.connection.id));
         assert!(open.contains_key(&answered_once.connection.id));
         assert!(open.contains_key(&fourth.connection.id));

@@ -52,7 +52,7 @@ pub struct DoorEngine {
     /// Where compiled doors are kept, if anywhere.
     cache: Option<CompileCache>,
     /// Doors compiled, and doors loaded from the cache, on this engine.
-    pub compiles: Arc<[AtomicU64; 2]>,
+    pub compiles: Arc<Compiles>,
     /// The pool slots kept for instances that frame events.
     framing: Arc<tokio::sync::Semaphore>,
 }
@@ -293,8 +293,21 @@ fn compile(engine: &DoorEngine, bytes: &[u8]) -> anyhow::Result<(Component, Comp
         Some(cache) => cache.load(engine, bytes, compile),
         None => Ok((compile()?, Compiled::Fresh)),
     }?;
-    engine.compiles[compiled.1 as usize].fetch_add(1, Ordering::Relaxed);
+    let counted = match compiled.1 {
+        Compiled::Fresh => &engine.compiles.compiled,
+        Compiled::Cached => &engine.compiles.cached,
+    };
+    counted.fetch_add(1, Ordering::Relaxed);
     Ok(compiled)
+}
+
+/// How an engine came by its doors.
+#[derive(Debug, Default)]
+pub struct Compiles {
+    /// Compiled from a component's bytes.
+    pub compiled: AtomicU64,
+    /// Loaded from the compile cache: no compile.
+    pub cached: AtomicU64,
 }
 
 /// Marks an error from bytes that do not compile as a component: its detail

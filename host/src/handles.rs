@@ -119,7 +119,7 @@ impl Handles {
         if mint.max_uses == Some(0) {
             return Err("maxUses must be at least 1".into());
         }
-        let mut kept = self.kept.lock().unwrap();
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         // Expired and used-up handles make room before a mint is refused.
         kept.retain(|_, k| k.info.expires_at_ms > now_ms && !used_up(&k.info));
         if kept.len() >= MAX_HANDLES {
@@ -155,7 +155,7 @@ impl Handles {
     /// Redeems `handle` for `audience` at `now_ms`, counting one use.
     pub fn redeem(&self, handle: &str, audience: &str, now_ms: i64) -> Result<Redeemed, Refused> {
         let presented = hash(handle);
-        let mut kept = self.kept.lock().unwrap();
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let Some(found) = kept.get_mut(&presented) else {
             return Err(Refused::Unknown);
         };
@@ -184,7 +184,7 @@ impl Handles {
 
     /// Every live handle, oldest first.
     pub fn list(&self, now_ms: i64) -> Vec<HandleInfo> {
-        let kept = self.kept.lock().unwrap();
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let mut live: Vec<HandleInfo> = kept
             .values()
             .filter(|k| k.info.expires_at_ms > now_ms && !used_up(&k.info))
@@ -196,7 +196,7 @@ impl Handles {
 
     /// Revokes the handle `id`; false when there is none.
     pub fn revoke(&self, id: &str) -> bool {
-        let mut kept = self.kept.lock().unwrap();
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let before = kept.len();
         kept.retain(|_, k| k.info.id != id);
         kept.len() < before
@@ -204,7 +204,7 @@ impl Handles {
 
     /// Ends every handle: the session ends.
     pub fn clear(&self) {
-        self.kept.lock().unwrap().clear();
+        self.kept.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 }
 

@@ -108,7 +108,7 @@ impl Host {
     /// capsules are untouched.
     pub async fn add(&self, entry: Entry) -> Result<String, RosterError> {
         {
-            let mut capsules = self.capsules.lock().unwrap();
+            let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
             roster::check_unique(capsules.values().map(|h| &h.entry), &entry)?;
             capsules.insert(
                 entry.name.clone(),
@@ -123,7 +123,7 @@ impl Host {
             .instances
             .unwrap_or(self.limits.capsule_instances)
             .min(self.limits.http.max_instances);
-        let (door, source) = self.door.lock().unwrap().clone();
+        let (door, source) = self.door.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let limits = self.limits;
         let shared = self.shared.clone();
         let metrics = self.metrics.clone();
@@ -142,7 +142,7 @@ impl Host {
                 .with_metrics(metrics)
         })
         .await;
-        let mut capsules = self.capsules.lock().unwrap();
+        let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
         match opened {
             Ok(capsule) => {
                 let url = capsule.url.clone();
@@ -166,7 +166,7 @@ impl Host {
     /// false when there is none (or it is still opening).
     pub async fn remove(&self, name: &str) -> bool {
         let capsule = {
-            let mut capsules = self.capsules.lock().unwrap();
+            let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
             match capsules.get(name) {
                 Some(Hosted {
                     capsule: Some(_), ..
@@ -186,14 +186,14 @@ impl Host {
     /// it (member tokens, its own tasks, peer handles); None when there is
     /// none (or it is still opening).
     pub fn session(&self, name: &str) -> Option<Arc<crate::session::Session>> {
-        let capsules = self.capsules.lock().unwrap();
+        let capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
         let hosted = capsules.get(name)?;
         hosted.capsule.as_ref().map(|c| c.session.clone())
     }
 
     /// Every capsule's name, url, session and live door.
     pub fn list(&self) -> Value {
-        let capsules = self.capsules.lock().unwrap();
+        let capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
         let listed: Vec<Value> = capsules
             .iter()
             .filter_map(|(name, hosted)| {
@@ -215,7 +215,7 @@ impl Host {
     /// The capsules `names` names (every capsule when None); an unknown
     /// name is refused.
     fn chosen(&self, names: Option<&[String]>) -> Result<Vec<(String, Arc<Capsule>)>, String> {
-        let capsules = self.capsules.lock().unwrap();
+        let capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
         let live =
             |(name, hosted): (&String, &Hosted)| Some((name.clone(), hosted.capsule.clone()?));
         match names {
@@ -260,7 +260,7 @@ impl Host {
             }
         }
         if names.is_none() && refused.is_empty() {
-            *self.door.lock().unwrap() = (door.clone(), source);
+            *self.door.lock().unwrap_or_else(|e| e.into_inner()) = (door.clone(), source);
         }
         let took = started.elapsed();
         tracing::info!(
@@ -294,7 +294,7 @@ impl Host {
     /// Closes every capsule, together.
     pub async fn close(&self) {
         let capsules: Vec<Arc<Capsule>> = {
-            let mut capsules = self.capsules.lock().unwrap();
+            let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::take(&mut *capsules)
                 .into_values()
                 .filter_map(|h| h.capsule)
@@ -410,8 +410,8 @@ impl Host {
         );
         let compiles = Family::<CompileLabels, Counter>::default();
         for (how, count) in [
-            ("compiled", &self.engine.compiles[0]),
-            ("cached", &self.engine.compiles[1]),
+            ("compiled", &self.engine.compiles.compiled),
+            ("cached", &self.engine.compiles.cached),
         ] {
             compiles
                 .get_or_create(&CompileLabels { how })

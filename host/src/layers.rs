@@ -84,16 +84,52 @@ fn non_test_code(source: &str) -> String {
     code
 }
 
-/// The top-level modules `code` names through `crate::`.
+/// The top-level modules `code` names through `crate::`, a grouped import
+/// (`use crate::{a, b::C}`) included.
 fn uses(code: &str) -> BTreeSet<String> {
-    code.match_indices("crate::")
-        .map(|(at, _)| {
-            code[at + "crate::".len()..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect::<String>()
-        })
-        .filter(|m| !m.is_empty())
+    let mut found = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        match rest.strip_prefix('{') {
+            Some(group) => found.extend(group_items(group).iter().map(|item| ident(item))),
+            None => {
+                found.insert(ident(rest));
+            }
+        }
+    }
+    found.remove("");
+    found
+}
+
+/// The top-level items of a `{...}` group whose opening brace is already
+/// read: `a, b::{c, d}, e` gives `a`, `b::{c, d}` and `e`.
+fn group_items(group: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (at, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&group[start..at]);
+                return items;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&group[start..]);
+    items
+}
+
+/// The identifier `text` starts with, past leading whitespace.
+fn ident(text: &str) -> String {
+    text.trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
         .collect()
 }
 
@@ -160,4 +196,13 @@ fn a_use_of_a_higher_layer_is_found() {
         "use crate::server::Server;\n// crate::control in a comment\n#[cfg(test)]\nmod tests {\n    use crate::swap;\n}\n",
     );
     assert_eq!(uses(&code), BTreeSet::from(["server".to_string()]));
+}
+
+/// A grouped import names each of its modules: no rustfmt setting that
+/// merges imports can hide one.
+#[test]
+fn a_grouped_use_names_each_module() {
+    let code = "use crate::{\n    server::Server,\n    swap::{self, Doors},\n    tasks,\n};\nuse crate::{};\n";
+    let expected = ["server", "swap", "tasks"].map(String::from);
+    assert_eq!(uses(code), BTreeSet::from(expected));
 }

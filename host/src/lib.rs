@@ -2,6 +2,11 @@
 //! sandboxed, each request in an instance of its own (kept for the same
 //! caller's next request, see [`idle`]), and answers its imports from
 //! the session it keeps.
+//!
+//! One rule for locks: a poisoned lock is recovered, everywhere. Each guards
+//! data that every step under it leaves whole, so a panic while it was held
+//! (a host bug) leaves nothing half-written, and the requests after it
+//! should not fail too.
 
 pub mod admission;
 pub mod agents;

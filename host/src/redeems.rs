@@ -29,7 +29,7 @@ impl Redeems {
     /// How long `address` must wait before it may redeem again, once it
     /// has spent its budget; None when it may redeem now.
     pub fn limited(&self, address: IpAddr, now: Instant) -> Option<Duration> {
-        let failures = self.failures.lock().unwrap();
+        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let (started, count) = failures.get(&address)?;
         let ends = *started + WINDOW;
         (*count >= BUDGET && now < ends).then(|| ends - now)
@@ -37,7 +37,7 @@ impl Redeems {
 
     /// `address` failed a redeem at `now`.
     pub fn failed(&self, address: IpAddr, now: Instant) {
-        let mut failures = self.failures.lock().unwrap();
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         if failures.len() >= MAX_ADDRESSES && !failures.contains_key(&address) {
             failures.retain(|_, (started, _)| now < *started + WINDOW);
             if failures.len() >= MAX_ADDRESSES {

@@ -8,7 +8,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-fn interop(file: &str) -> PathBuf {
+/// A file of the interop clients, `tests/interop/FILE`.
+pub fn interop(file: &str) -> PathBuf {
     super::root().join("tests/interop").join(file)
 }
 
