@@ -84,15 +84,10 @@ impl Refused {
     }
 }
 
-struct Kept {
-    hash: [u8; 32],
-    info: HandleInfo,
-}
-
-/// A session's handles, by the hash of their value.
+/// A session's handles, by the SHA-256 of their value.
 #[derive(Default)]
 pub struct Handles {
-    kept: Mutex<HashMap<[u8; 32], Kept>>,
+    kept: Mutex<HashMap<[u8; 32], HandleInfo>>,
 }
 
 impl Handles {
@@ -121,7 +116,7 @@ impl Handles {
         }
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         // Expired and used-up handles make room before a mint is refused.
-        kept.retain(|_, k| k.info.expires_at_ms > now_ms && !used_up(&k.info));
+        kept.retain(|_, info| info.expires_at_ms > now_ms && !used_up(info));
         if kept.len() >= MAX_HANDLES {
             return Err(format!(
                 "this session holds {MAX_HANDLES} handles: revoke some first"
@@ -141,44 +136,32 @@ impl Handles {
             max_uses: mint.max_uses,
             uses: 0,
         };
-        let hash = hash(&handle);
-        kept.insert(
-            hash,
-            Kept {
-                hash,
-                info: info.clone(),
-            },
-        );
+        kept.insert(hash(&handle), info.clone());
         Ok(Minted { handle, info })
     }
 
     /// Redeems `handle` for `audience` at `now_ms`, counting one use.
     pub fn redeem(&self, handle: &str, audience: &str, now_ms: i64) -> Result<Redeemed, Refused> {
-        let presented = hash(handle);
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(found) = kept.get_mut(&presented) else {
+        // Found by the SHA-256 of what was presented: how long the lookup
+        // takes can only tell about hashes, never about a handle's value.
+        let Some(found) = kept.get_mut(&hash(handle)) else {
             return Err(Refused::Unknown);
         };
-        // The map found it by its hash; the hash and the audience are
-        // compared again in constant time.
-        let same_hash = bool::from(found.hash.ct_eq(&presented));
-        let same_audience = bool::from(audience.as_bytes().ct_eq(found.info.audience.as_bytes()));
-        if !same_hash {
-            return Err(Refused::Unknown);
-        }
-        if found.info.expires_at_ms <= now_ms {
+        let same_audience = bool::from(audience.as_bytes().ct_eq(found.audience.as_bytes()));
+        if found.expires_at_ms <= now_ms {
             return Err(Refused::Expired);
         }
-        if used_up(&found.info) {
+        if used_up(found) {
             return Err(Refused::UsedUp);
         }
         if !same_audience {
             return Err(Refused::WrongAudience);
         }
-        found.info.uses += 1;
+        found.uses += 1;
         Ok(Redeemed {
-            id: found.info.id.clone(),
-            path: found.info.path.clone(),
+            id: found.id.clone(),
+            path: found.path.clone(),
         })
     }
 
@@ -187,8 +170,8 @@ impl Handles {
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let mut live: Vec<HandleInfo> = kept
             .values()
-            .filter(|k| k.info.expires_at_ms > now_ms && !used_up(&k.info))
-            .map(|k| k.info.clone())
+            .filter(|info| info.expires_at_ms > now_ms && !used_up(info))
+            .cloned()
             .collect();
         live.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
         live
@@ -198,7 +181,7 @@ impl Handles {
     pub fn revoke(&self, id: &str) -> bool {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let before = kept.len();
-        kept.retain(|_, k| k.info.id != id);
+        kept.retain(|_, info| info.id != id);
         kept.len() < before
     }
 

@@ -174,12 +174,7 @@ impl Imports for Native {
         };
         Preopened::new(roots.into_iter().map(|root| {
             let dir = StdDir(planes.workdir.join(root.join("/")));
-            let name = if root.is_empty() {
-                ".".into()
-            } else {
-                root.join("/")
-            };
-            (name, dir)
+            (crate::planes::root_name(&root), dir)
         }))
     }
 

@@ -7,12 +7,10 @@
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
+use murmur_door_guest::planes::on_plane;
+pub use murmur_door_guest::planes::{FILES_PLANE, PEER_PLANE};
 use rustix::fs::{Mode, OFlags};
 use wasmtime_wasi::{FsPerms, WasiCtx};
-
-/// The prefixes of the two planes' paths, as the door matches them.
-pub const FILES_PLANE: &str = "/resources/files";
-pub const PEER_PLANE: &str = "/resources/peer";
 
 /// One plane's exports: workdir-relative paths and globs, `/`-separated,
 /// each checked: relative, no `..` segment, a glob that parses.
@@ -106,13 +104,9 @@ pub struct Planes {
 
 /// Which plane `path` is on, as the metrics name it: `files` or `peer`.
 pub fn plane_of(path: &str) -> Option<&'static str> {
-    let on = |plane: &str| {
-        path.strip_prefix(plane)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    };
-    if on(FILES_PLANE) {
+    if on_plane(path, FILES_PLANE) {
         Some("files")
-    } else if on(PEER_PLANE) {
+    } else if on_plane(path, PEER_PLANE) {
         Some("peer")
     } else {
         None
@@ -155,10 +149,7 @@ impl Planes {
             let Some(dir) = open_root(&self.workdir, &root) else {
                 continue;
             };
-            let name = match root.is_empty() {
-                true => ".".to_string(),
-                false => root.join("/"),
-            };
+            let name = root_name(&root);
             // The directory as opened, by its descriptor: nothing can swap a
             // link in between the walk down and the preopen.
             let opened = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir));
@@ -167,6 +158,15 @@ impl Planes {
             }
         }
         wasi.build()
+    }
+}
+
+/// The name a root is preopened under: its workdir-relative path, `.` for
+/// the workdir itself.
+pub fn root_name(root: &[String]) -> String {
+    match root.is_empty() {
+        true => ".".to_string(),
+        false => root.join("/"),
     }
 }
 

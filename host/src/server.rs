@@ -1200,7 +1200,6 @@ fn body_refused(failure: BodyFailure) -> Response<HyperOutgoingBody> {
     }
 }
 
-/// A refusal the client may retry in a second.
 /// 429 for a client that spent its budget of failed redeems, with how
 /// long it waits.
 fn too_many_redeems(wait: std::time::Duration) -> Response<HyperOutgoingBody> {
@@ -1220,6 +1219,7 @@ fn too_many_redeems(wait: std::time::Duration) -> Response<HyperOutgoingBody> {
     response
 }
 
+/// A refusal the client may retry in a second.
 fn retry_later(status: StatusCode, code: &str, message: String) -> Response<HyperOutgoingBody> {
     let mut response = plain(
         status,

@@ -47,9 +47,6 @@ pub struct DoorCtx {
     /// Writes of at most [`response_stream::CHUNK_BYTES`] a streamed body
     /// queues ahead of the socket.
     pub stream_chunks: usize,
-    /// How this request's peer handle redeem went, if it made one: the
-    /// server counts refusals per client.
-    pub redeemed: Option<Result<(), crate::handles::Refused>>,
 }
 
 impl DoorCtx {
@@ -64,7 +61,6 @@ impl DoorCtx {
             started: None,
             framer: None,
             stream_chunks: response_stream::QUEUE_BYTES / response_stream::CHUNK_BYTES,
-            redeemed: None,
         }
     }
 

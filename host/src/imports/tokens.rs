@@ -22,7 +22,6 @@ impl Host for DoorCtxView<'_> {
         let redeemed = session
             .handles
             .redeem(&handle, &audience, crate::tasks::now_ms());
-        self.ctx.redeemed = Some(redeemed.as_ref().map(|_| ()).map_err(|r| *r));
         match redeemed {
             Ok(redeemed) => {
                 tracing::info!(handle_id = %redeemed.id, %audience, "peer handle redeemed");
