@@ -4,7 +4,7 @@
 //! ones that hold the plane's exports, read-only. The door decides what of
 //! them it serves; the preopens are what it can reach at all.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use murmur_door_guest::planes::on_plane;
@@ -134,31 +134,79 @@ impl Planes {
     }
 
     /// A request's wasi context with `exports`' roots preopened read-only,
-    /// each named by its workdir-relative path (`.` for the workdir). A
-    /// root that is missing, is not a directory, or has a link anywhere on
-    /// its way down from the workdir is left out: a root is opened one
-    /// segment at a time, following no link, so whatever the workdir holds
-    /// the preopens are inside it.
-    pub fn preopened(&self, exports: &Exports) -> WasiCtx {
+    /// each named by its workdir-relative path (`.` for the workdir), and
+    /// what it opened. A root that is missing, is not a directory, or has a
+    /// link anywhere on its way down from the workdir is left out: a root
+    /// is opened one segment at a time, following no link, so whatever the
+    /// workdir holds the preopens are inside it.
+    pub fn preopened(&self, exports: &Exports) -> (WasiCtx, Opened) {
         let mut wasi = WasiCtx::builder();
         // A plane's door stats, opens and lists a few entries of a local
         // directory: on the request's own thread, each costs microseconds,
         // where a trip through the blocking pool cost ten times that.
         wasi.allow_blocking_current_thread(true);
+        let mut opened = Opened::default();
         for root in exports.roots(&self.workdir) {
-            let Some(dir) = open_root(&self.workdir, &root) else {
+            let Some((dir, way)) = open_root(&self.workdir, &root) else {
                 continue;
             };
             let name = root_name(&root);
             // The directory as opened, by its descriptor: nothing can swap a
             // link in between the walk down and the preopen.
-            let opened = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir));
-            if let Err(e) = wasi.preopened_dir(&opened, &name, FsPerms::ReadOnly) {
-                tracing::warn!(root = %name, "an export's directory could not be preopened: {e:#}");
+            let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir));
+            match wasi.preopened_dir(&path, &name, FsPerms::ReadOnly) {
+                Ok(_) => opened.0.push((root, way)),
+                Err(e) => {
+                    tracing::warn!(root = %name, "an export's directory could not be preopened: {e:#}")
+                }
             }
         }
-        wasi.build()
+        (wasi.build(), opened)
     }
+
+    /// Whether the preopens `opened` are still what [`Planes::preopened`]
+    /// would open for `exports` now: the same roots, each reached through
+    /// the same directories, none of them now a link. An instance whose
+    /// preopens still hold keeps them, which saves a request opening them
+    /// anew (the commonest cost of a small file).
+    pub fn still(&self, exports: &Exports, opened: &Opened) -> bool {
+        let roots = exports.roots(&self.workdir);
+        roots.len() == opened.0.len()
+            && roots.iter().zip(&opened.0).all(|(root, (was, way))| {
+                root == was && walk(&self.workdir, root).as_ref() == Some(way)
+            })
+    }
+}
+
+/// The directories a request's preopens were opened through: for each
+/// root, the identity of the workdir and of every directory below it on
+/// the way down.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Opened(Vec<(Vec<String>, Vec<Identity>)>);
+
+/// A directory's identity: its device and inode.
+type Identity = (u64, u64);
+
+fn identity(stat: &rustix::fs::Stat) -> Identity {
+    (stat.st_dev, stat.st_ino)
+}
+
+/// The identities of the directories on the way from `workdir` down to
+/// `root` now, looked up with no link followed below the workdir; None
+/// when one is missing, a link, or not a directory.
+fn walk(workdir: &Path, root: &[String]) -> Option<Vec<Identity>> {
+    let directory = |stat: &rustix::fs::Stat| {
+        rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory
+    };
+    let top = rustix::fs::stat(workdir).ok().filter(directory)?;
+    let mut way = vec![identity(&top)];
+    let mut path = workdir.to_path_buf();
+    for segment in root {
+        path.push(segment);
+        let stat = rustix::fs::lstat(&path).ok().filter(directory)?;
+        way.push(identity(&stat));
+    }
+    Some(way)
 }
 
 /// The name a root is preopened under: its workdir-relative path, `.` for
@@ -171,10 +219,11 @@ pub fn root_name(root: &[String]) -> String {
 }
 
 /// The directory `root` below `workdir`, opened one segment at a time with
-/// no link followed.
-fn open_root(workdir: &Path, root: &[String]) -> Option<std::os::fd::OwnedFd> {
+/// no link followed, and the identity of each directory on the way.
+fn open_root(workdir: &Path, root: &[String]) -> Option<(OwnedFd, Vec<Identity>)> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let mut dir = rustix::fs::open(workdir, flags, Mode::empty()).ok()?;
+    let mut way = vec![identity(&rustix::fs::fstat(&dir).ok()?)];
     for segment in root {
         dir = rustix::fs::openat(
             dir.as_fd(),
@@ -183,8 +232,9 @@ fn open_root(workdir: &Path, root: &[String]) -> Option<std::os::fd::OwnedFd> {
             Mode::empty(),
         )
         .ok()?;
+        way.push(identity(&rustix::fs::fstat(&dir).ok()?));
     }
-    Some(dir)
+    Some((dir, way))
 }
 
 #[cfg(test)]
@@ -225,6 +275,39 @@ mod tests {
                 format!("{pattern:?} {why}")
             );
         }
+    }
+
+    /// Issue 33, "The sandbox enforces the export": preopens an instance
+    /// keeps are the ones a fresh open would give, or they are opened anew.
+    #[test]
+    fn kept_preopens_hold_only_while_their_directories_do() {
+        let workdir = std::env::temp_dir().join(format!("murmur-still-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&workdir);
+        std::fs::create_dir_all(workdir.join("out/deep")).unwrap();
+        let planes = Planes {
+            workdir: workdir.clone(),
+            files: None,
+            peer_files: None,
+        };
+        let exports = exports(&["out/deep/**"]);
+        let (_, opened) = planes.preopened(&exports);
+        assert_eq!(opened.0.len(), 1);
+        assert!(planes.still(&exports, &opened));
+        // Another directory where the root was.
+        std::fs::rename(workdir.join("out/deep"), workdir.join("old")).unwrap();
+        std::fs::create_dir(workdir.join("out/deep")).unwrap();
+        assert!(!planes.still(&exports, &opened));
+        let (_, opened) = planes.preopened(&exports);
+        assert!(planes.still(&exports, &opened));
+        // A link on the way down, to the very directory that was opened.
+        std::fs::rename(workdir.join("out"), workdir.join("moved")).unwrap();
+        std::os::unix::fs::symlink(workdir.join("moved"), workdir.join("out")).unwrap();
+        assert!(!planes.still(&exports, &opened));
+        let (_, reopened) = planes.preopened(&exports);
+        assert_eq!(reopened, Opened::default());
+        // Other exports name other roots.
+        assert!(!planes.still(&self::exports(&["old/**"]), &opened));
+        std::fs::remove_dir_all(&workdir).unwrap();
     }
 
     #[test]

@@ -15,6 +15,7 @@ use wasmtime_wasi_http::{
 use crate::cpu::{self, Meter};
 use crate::imports::{DoorCtx, DoorCtxView, DoorView, response_stream};
 use crate::memory::{self, DoorMemory, MemoryPool};
+use crate::planes::Opened;
 use crate::session::Session;
 
 /// What one request's store may use.
@@ -61,6 +62,8 @@ pub struct RequestState {
     /// No environment, arguments, files or stdio; on a plane's request,
     /// the plane's directories preopened read-only (see `planes`).
     pub wasi: WasiCtx,
+    /// What the preopens in `wasi` were opened through, when it has any.
+    pub opened: Option<Opened>,
     http: WasiHttpCtx,
     hooks: NoOutgoingRequests,
     table: ResourceTable,
@@ -88,6 +91,7 @@ impl RequestState {
             cpu: Arc::default(),
             // The door gets no environment, arguments, files or stdio.
             wasi: WasiCtx::builder().build(),
+            opened: None,
             http,
             hooks: NoOutgoingRequests {
                 chunks: response_stream::QUEUE_BYTES / response_stream::CHUNK_BYTES,

@@ -689,8 +689,10 @@ impl Server {
         }
         let body: BoxedBody = body.boxed_unsync();
 
-        // A request on a plane finds that plane's directories preopened,
-        // opened anew for it, on an instance that serves only that plane.
+        // A request on a plane finds that plane's directories preopened, on
+        // an instance that serves only that plane: the ones its instance
+        // last had while they are still what the exports name, else opened
+        // anew.
         let exports = self.stores.session.planes.of(parts.uri.path());
         let owner = owner.on_plane(exports.and(planes::plane_of(parts.uri.path())));
         let kept = self.shared.idle.take(&owner, &self.stores.session);
@@ -711,7 +713,17 @@ impl Server {
             }
         };
         if let Some(exports) = exports {
-            store.data_mut().wasi = self.stores.session.planes.preopened(exports);
+            let planes = &self.stores.session.planes;
+            let state = store.data_mut();
+            if !state
+                .opened
+                .as_ref()
+                .is_some_and(|o| planes.still(exports, o))
+            {
+                let (wasi, opened) = planes.preopened(exports);
+                state.wasi = wasi;
+                state.opened = Some(opened);
+            }
         }
         store.data_mut().door.framer = serving.live().framer(&self.stores);
         let memory = store.data().memory.refused();

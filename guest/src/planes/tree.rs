@@ -145,16 +145,20 @@ pub fn resolve<D: Dir>(tree: &Preopened<D>, requested: &[String]) -> Option<Reso
     let mut real: Vec<String> = Vec::new();
     let mut todo: VecDeque<String> = requested.iter().cloned().collect();
     let mut links = 0;
+    // What is at `real`, once a segment has been looked up and not left.
+    let mut last = None;
     while let Some(segment) = todo.pop_front() {
         match segment.as_str() {
             "" | "." => continue,
             ".." => {
                 real.pop()?;
+                last = None;
                 continue;
             }
             _ => real.push(segment),
         }
         let entry = tree.entry(&real)?;
+        last = Some(entry);
         match entry.kind {
             Kind::Symlink => {
                 links += 1;
@@ -163,6 +167,7 @@ pub fn resolve<D: Dir>(tree: &Preopened<D>, requested: &[String]) -> Option<Reso
                     return None;
                 }
                 real.pop();
+                last = None;
                 for segment in target.split('/').rev() {
                     todo.push_front(segment.to_string());
                 }
@@ -172,9 +177,10 @@ pub fn resolve<D: Dir>(tree: &Preopened<D>, requested: &[String]) -> Option<Reso
             Kind::File | Kind::Other => return None,
         }
     }
-    let entry = match real.is_empty() {
-        true => tree.entry(&real).unwrap_or(Entry::ABOVE),
-        false => tree.entry(&real)?,
+    let entry = match (last, real.is_empty()) {
+        (Some(entry), _) => entry,
+        (None, true) => tree.entry(&real).unwrap_or(Entry::ABOVE),
+        (None, false) => tree.entry(&real)?,
     };
     Some(Resolved { path: real, entry })
 }
