@@ -295,6 +295,7 @@ impl Fill {
                 status_message: None,
                 reference_task_ids: Vec::new(),
                 forget_session: false,
+                images: Vec::new(),
             };
             let now = self.tick();
             self.store.insert(&record, now, 1).unwrap();

@@ -112,6 +112,15 @@ impl Capsule {
             tracing::info!(capsule = %capsule, task = %launched.id, "launch task started");
             launch_task = Some(launched.id);
         }
+        // A resumed launch reports the detached commands its last run lost,
+        // as a task of its own, before anyone is answered.
+        if !opened.lost_commands.is_empty() {
+            let report = session
+                .tasks
+                .start_own(tasks::own::lost_commands(&opened.lost_commands))
+                .map_err(|e| anyhow::anyhow!("reporting the lost commands: {e:?}"))?;
+            tracing::info!(capsule = %capsule, task = %report.id, lost = opened.lost_commands.len(), "lost commands reported");
+        }
 
         let server = Arc::new(configure(
             Server::new(door, session.clone())

@@ -4,7 +4,15 @@
 //! its line ending). Exit 0 completes the task with the whole of stdout (one
 //! trailing newline trimmed) as its response; any other exit fails it with
 //! the last non-empty line of stderr, or `exit status N`. Cancelling the task
-//! kills the whole group. Images are not passed on.
+//! kills the whole group.
+//!
+//! A task's images are written, before the command starts, to files in a
+//! directory of their own (mode 0700, under the temporary directory, removed
+//! when the command ends): `1.png`, `2.jpeg`, … in part order, each named by
+//! its place and its media type's subtype (`png`, `jpeg`, `gif`, `webp`),
+//! holding the image's bytes. The command receives their paths in
+//! `MURMUR_IMAGES`, one a line in part order; it is unset when the task has
+//! none.
 //!
 //! The task ends once the command has exited and its stdout and stderr are
 //! closed: a background process that keeps them open keeps the task
@@ -14,7 +22,10 @@ use std::process::{ExitStatus, Stdio};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 
-use super::{Agent, AgentFuture, Outcome, RunningTask, TaskInput};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+
+use super::{Agent, AgentFuture, Image, Outcome, RunningTask, TaskInput};
 use crate::process::{GroupGuard, shell};
 
 #[derive(Clone, Debug)]
@@ -33,12 +44,21 @@ impl CommandAgent {
 
 impl Agent for CommandAgent {
     fn run(&self, input: TaskInput, task: RunningTask) -> AgentFuture {
-        Box::pin(run(self.command.clone(), input.text, task))
+        Box::pin(run(self.command.clone(), input, task))
     }
 }
 
-async fn run(command: String, text: String, task: RunningTask) -> Outcome {
-    let mut child = match shell(&command)
+async fn run(command: String, input: TaskInput, task: RunningTask) -> Outcome {
+    let images = match ImageFiles::write(&input.task_id, &input.images) {
+        Ok(images) => images,
+        Err(e) => return Outcome::Failed(format!("cannot write the task's images: {e}")),
+    };
+    let text = input.text;
+    let mut shell = shell(&command);
+    if let Some(paths) = images.paths() {
+        shell.env("MURMUR_IMAGES", paths);
+    }
+    let mut child = match shell
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -81,6 +101,60 @@ async fn run(command: String, text: String, task: RunningTask) -> Outcome {
         Outcome::Completed(response)
     } else {
         Outcome::Failed(failure(status, &String::from_utf8_lossy(&err)))
+    }
+}
+
+/// A task's images as files, removed with it.
+struct ImageFiles {
+    dir: Option<PathBuf>,
+    files: Vec<PathBuf>,
+}
+
+impl ImageFiles {
+    /// Writes `images` into a new directory of task `task_id`'s; none for a
+    /// task without images.
+    fn write(task_id: &str, images: &[Image]) -> std::io::Result<ImageFiles> {
+        let mut written = ImageFiles {
+            dir: None,
+            files: Vec::new(),
+        };
+        if images.is_empty() {
+            return Ok(written);
+        }
+        let dir = std::env::temp_dir().join(format!("murmur-images-{task_id}"));
+        // Not recursive: a directory already there (another's) is an error.
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        written.dir = Some(dir.clone());
+        for (i, image) in images.iter().enumerate() {
+            let subtype = image
+                .media_type
+                .strip_prefix("image/")
+                .filter(|s| s.bytes().all(|b| b.is_ascii_alphanumeric()))
+                .unwrap_or("bin");
+            let file = dir.join(format!("{}.{subtype}", i + 1));
+            std::fs::write(&file, &image.bytes)?;
+            written.files.push(file);
+        }
+        Ok(written)
+    }
+
+    /// `MURMUR_IMAGES`: the files' paths, one a line.
+    fn paths(&self) -> Option<String> {
+        (!self.files.is_empty()).then(|| {
+            self.files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+    }
+}
+
+impl Drop for ImageFiles {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -145,6 +219,34 @@ mod tests {
             task.response.as_deref(),
             Some(text.len().to_string().as_str())
         );
+    }
+
+    /// Issue 34: "each image part is written to a file whose path the
+    /// command receives"; the files are gone once the command ends.
+    #[tokio::test]
+    async fn images_reach_the_command_as_files() {
+        use crate::tasks::Image;
+        let shown =
+            hub(r#"for f in $MURMUR_IMAGES; do printf '%s %s\n' "${f##*/}" "$(cat "$f")"; done"#);
+        let mut new = new_task(None, "look");
+        new.images = vec![
+            Image {
+                media_type: "image/png".into(),
+                bytes: b"first".to_vec(),
+            },
+            Image {
+                media_type: "image/webp".into(),
+                bytes: b"second".to_vec(),
+            },
+        ];
+        let task = shown.start(new).unwrap();
+        let done = crate::tasks::testing::settle(&shown, &task.id).await;
+        assert_eq!(done.response.as_deref(), Some("1.png first\n2.webp second"));
+        let dir = std::env::temp_dir().join(format!("murmur-images-{}", task.id));
+        assert!(!dir.exists(), "{} is left", dir.display());
+        // Without images, the variable is unset.
+        let task = run(&hub(r#"echo "${MURMUR_IMAGES-unset}""#), "").await;
+        assert_eq!(task.response.as_deref(), Some("unset"));
     }
 
     #[tokio::test]

@@ -16,6 +16,6 @@ pub mod script;
 
 pub use crate::tasks::agent::{Agent, AgentFuture, Outcome, TaskInput};
 pub use crate::tasks::events::FrameKind;
-pub use crate::tasks::{Delegation, Image, Origin, RunningTask};
+pub use crate::tasks::{Child, Delegation, Image, MemberStatus, Origin, RunningTask};
 pub use command::CommandAgent;
 pub use script::ScriptAgent;

@@ -10,6 +10,10 @@
 //! | `progress TEXT` | a `working` status whose message is TEXT, and a `text` frame `{"text": TEXT}` |
 //! | `detach CMD` | starts `sh -c CMD` detached, in its own process group: a residue item while it runs |
 //! | `await DLG_ID` | waits, `working`, for a completion of delegation DLG_ID |
+//! | `delegate NAME VERSION` | records a delegation to capsule NAME at VERSION (a made-up child: no sub-capsule runs), open until the task ends: a cancel lists it as residue |
+//! | `no-answer MEMBER STATUS` | records that member MEMBER gave the task no answer, with `member_call` status STATUS: the task's terminal `noAnswerBelow` |
+//! | `end-without-answer TEXT` | ends the task `failed` with `noAnswer: true`, status message TEXT |
+//! | `images` | completes with `images: N (TYPE, …)`: how many images the task received, and their media types in part order |
 //!
 //! A text whose first line is none of these completes with the whole text as
 //! its response, so a test reads exactly what the door composed. After the
@@ -20,7 +24,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{Agent, AgentFuture, Delegation, Outcome, RunningTask, TaskInput};
+use super::{Agent, AgentFuture, Child, Delegation, Image, Outcome, RunningTask, TaskInput};
 
 /// The script agent. Stateless: each task's text is its own script.
 #[derive(Clone, Copy, Debug, Default)]
@@ -36,6 +40,10 @@ enum Command<'a> {
     Progress(&'a str),
     Detach(&'a str),
     Await(&'a str),
+    Delegate(&'a str, &'a str),
+    NoAnswer(&'a str, &'a str),
+    EndWithoutAnswer(&'a str),
+    Images,
     /// A command word with an argument it cannot take: why.
     Malformed(String),
 }
@@ -64,9 +72,34 @@ impl<'a> Command<'a> {
                 Command::Malformed("script: await needs a delegation id".into())
             }
             "await" => Command::Await(arg.trim()),
+            "delegate" => match two_words(arg) {
+                Some((name, version)) => Command::Delegate(name, version),
+                None => Command::Malformed("script: delegate takes NAME VERSION".into()),
+            },
+            "no-answer" => match two_words(arg) {
+                Some((member, status)) => Command::NoAnswer(member, status),
+                None => Command::Malformed("script: no-answer takes MEMBER STATUS".into()),
+            },
+            "end-without-answer" => Command::EndWithoutAnswer(arg),
+            "images" => Command::Images,
             _ => return None,
         })
     }
+}
+
+/// `arg`'s two words, when it has exactly two.
+fn two_words(arg: &str) -> Option<(&str, &str)> {
+    let mut words = arg.split_whitespace();
+    match (words.next(), words.next(), words.next()) {
+        (Some(first), Some(second), None) => Some((first, second)),
+        _ => None,
+    }
+}
+
+/// What `images` completes with.
+fn images_received(images: &[Image]) -> String {
+    let types: Vec<&str> = images.iter().map(|i| i.media_type.as_str()).collect();
+    format!("images: {} ({})", images.len(), types.join(", "))
 }
 
 impl Agent for ScriptAgent {
@@ -74,7 +107,8 @@ impl Agent for ScriptAgent {
         // Delegations are awaited from the moment the script starts, so a
         // completion finds its task as soon as the task shows working.
         let delegations = expect_delegations(&input.text, &task, HashMap::new());
-        Box::pin(run(input.text, task, delegations))
+        let images = images_received(&input.images);
+        Box::pin(run(input.text, images, task, delegations))
     }
 
     /// A script whose first command replies or fails (or that is no
@@ -90,6 +124,12 @@ impl Agent for ScriptAgent {
                 Some(Command::Reply(text)) => return Some(Outcome::Completed(text.to_string())),
                 Some(Command::Fail(text)) => return Some(Outcome::Failed(text.to_string())),
                 Some(Command::Malformed(why)) => return Some(Outcome::Failed(why)),
+                Some(Command::EndWithoutAnswer(text)) => {
+                    return Some(Outcome::NoAnswer(text.to_string()));
+                }
+                Some(Command::Images) => {
+                    return Some(Outcome::Completed(images_received(&input.images)));
+                }
                 Some(_) => return None,
             }
         }
@@ -101,6 +141,21 @@ impl Agent for ScriptAgent {
     /// the script runs.)
     fn replied(&self, task: &RunningTask, text: &str) {
         expect_delegations(text, task, HashMap::new());
+    }
+}
+
+/// A child for `delegate`: a fresh session id, and a workdir under the
+/// temporary directory that nothing creates.
+fn made_up_child(name: &str, version: &str) -> Child {
+    let session_id = crate::tasks::ids::session_id();
+    let hex = session_id.trim_start_matches("ses_");
+    Child {
+        capsule: name.to_string(),
+        version: version.to_string(),
+        workdir: std::env::temp_dir()
+            .join("murmur-children")
+            .join(format!("{name}-{}", &hex[hex.len() - 16..])),
+        session_id,
     }
 }
 
@@ -122,6 +177,7 @@ fn expect_delegations(
 
 async fn run(
     mut script: String,
+    images: String,
     task: RunningTask,
     mut delegations: HashMap<String, Delegation>,
 ) -> Outcome {
@@ -158,6 +214,17 @@ async fn run(
                         .unwrap_or_else(|| task.expect_delegation(id));
                     delegation.completion().await;
                 }
+                Some(Command::Delegate(name, version)) => {
+                    let child = made_up_child(name, version);
+                    if let Err(e) = task.delegate(child) {
+                        return Outcome::Failed(format!("script: delegate {name}: {e}"));
+                    }
+                }
+                Some(Command::NoAnswer(member, status)) => task.no_answer_from(member, status, &[]),
+                Some(Command::EndWithoutAnswer(text)) => {
+                    return Outcome::NoAnswer(text.to_string());
+                }
+                Some(Command::Images) => return Outcome::Completed(images),
             }
         }
         return Outcome::Completed("done".to_string());
@@ -378,5 +445,163 @@ mod runs {
         hub.deliver_completion("dlg_8", "{}".into()).unwrap();
         let done = settle(&hub, &task.id).await;
         assert_eq!(done.status.message.as_deref(), Some("it came"));
+    }
+
+    /// "Residue items": a cancel lists the delegations the task has open,
+    /// with all five keys, after what the session still runs.
+    #[tokio::test]
+    async fn a_cancel_ends_the_delegations_the_task_has_open() {
+        let hub = hub();
+        let task = hub
+            .start(new_task(None, "delegate my-worker 0.1.0\nsleep 10000"))
+            .unwrap();
+        until(&hub, &task.id, TaskState::Working).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let canceled = hub.cancel(&None, &task.id).unwrap();
+        let [ResidueItem::Delegation(d)] = canceled.residue.as_slice() else {
+            panic!("{:?}", canceled.residue);
+        };
+        assert!(d.delegation_id.starts_with("dlg_"), "{d:?}");
+        assert_eq!(
+            (d.capsule.as_str(), d.version.as_str()),
+            ("my-worker", "0.1.0")
+        );
+        assert!(d.child_session_id.starts_with("ses_"), "{d:?}");
+        assert!(d.child_workdir.starts_with('/'), "{d:?}");
+        // The delegation ended with its task.
+        assert!(hub.stop().unwrap().residue.is_empty());
+    }
+
+    /// "Task metadata": end-without-answer fails the task with `noAnswer`,
+    /// and each member that gave none is listed once.
+    #[tokio::test]
+    async fn end_without_answer_says_which_answers_are_missing() {
+        let hub = hub();
+        let task = run(
+            &hub,
+            "no-answer q timed_out\nno-answer q failed\nno-answer r completed\n\
+             no-answer s canceled\nend-without-answer q gave no answer",
+        )
+        .await;
+        assert_eq!(task.status.state, TaskState::Failed);
+        assert_eq!(task.status.message.as_deref(), Some("q gave no answer"));
+        assert!(task.metadata.no_answer);
+        let below: Vec<(&str, &str)> = task
+            .metadata
+            .no_answer_below
+            .iter()
+            .map(|m| (m.member.as_str(), m.status.as_str()))
+            .collect();
+        assert_eq!(below, [("q", "timed_out"), ("s", "canceled")]);
+        // At once, without running: the same.
+        let task = run(&hub, "end-without-answer none came").await;
+        assert!(task.metadata.no_answer);
+        // A completed task can lack an answer below, but has no noAnswer.
+        let task = run(&hub, "no-answer q timed_out\nreply partial").await;
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert!(!task.metadata.no_answer);
+        assert_eq!(task.metadata.no_answer_below.len(), 1);
+    }
+
+    /// "Task metadata": noAnswerBelow holds 8 members at most.
+    #[tokio::test]
+    async fn no_answer_below_holds_eight_members() {
+        let script: String = (0..12)
+            .map(|i| format!("no-answer m{i} timed_out\n"))
+            .chain(["sleep 1".to_string()])
+            .collect();
+        let task = run(&hub(), &script).await;
+        let members: Vec<&str> = task
+            .metadata
+            .no_answer_below
+            .iter()
+            .map(|m| m.member.as_str())
+            .collect();
+        assert_eq!(members, ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"]);
+    }
+
+    /// "A task the runtime starts itself": a detached command's result is
+    /// a task of the session's, from the moment the command ends, even on
+    /// a `single` capsule whose task is still live (it waits its turn).
+    #[tokio::test]
+    async fn a_detached_commands_result_is_a_task() {
+        let hub = crate::tasks::testing::hub_with(ScriptAgent, TaskAcceptance::Single);
+        let task = hub
+            .start(new_task(
+                None,
+                "detach sleep 0.2; echo hi; echo oops >&2; exit 3\nsleep 500\nreply ok",
+            ))
+            .unwrap();
+        let mut item = None;
+        for _ in 0..1000 {
+            if let [ResidueItem::DetachedShell(found)] = hub.residue().as_slice() {
+                item = Some(found.clone());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let item = item.expect("the command runs");
+        let listed = |hub: &crate::tasks::Hub| {
+            hub.list(
+                &None,
+                &crate::tasks::ListQuery {
+                    context_id: None,
+                    state: None,
+                    status_after_ms: None,
+                    after: None,
+                    limit: 10,
+                },
+            )
+            .unwrap()
+            .tasks
+        };
+        let mut result = None;
+        for _ in 0..1000 {
+            result = listed(&hub).into_iter().find(|t| t.id != task.id);
+            if result.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let result = result.expect("the result is a task");
+        assert_ne!(result.status.state, TaskState::Rejected);
+        assert_eq!(settle(&hub, &task.id).await.response.as_deref(), Some("ok"));
+        let result = settle(&hub, &result.id).await;
+        assert_eq!(
+            result.response.unwrap(),
+            format!(
+                "detached command {} ended: exit status 3\n$ sleep 0.2; echo hi; echo oops >&2; exit 3\n\
+                 stdout:\nhi\nstderr:\noops\n",
+                item.work_id
+            )
+        );
+        assert!(hub.residue().is_empty());
+    }
+
+    /// Issue 34: the script agent says how many images it received, and
+    /// their types.
+    #[tokio::test]
+    async fn images_reports_what_arrived() {
+        let hub = hub();
+        let mut new = new_task(None, "images");
+        new.images = vec![
+            crate::tasks::Image {
+                media_type: "image/png".into(),
+                bytes: vec![1],
+            },
+            crate::tasks::Image {
+                media_type: "image/jpeg".into(),
+                bytes: vec![2],
+            },
+        ];
+        let task = hub.start(new).unwrap();
+        let done = settle(&hub, &task.id).await;
+        assert_eq!(
+            done.response.as_deref(),
+            Some("images: 2 (image/png, image/jpeg)")
+        );
+        assert_eq!(hub.images(&task.id).unwrap().len(), 2);
+        let task = run(&hub, "sleep 1\nimages").await;
+        assert_eq!(task.response.as_deref(), Some("images: 0 ()"));
     }
 }

@@ -32,6 +32,9 @@ pub enum Outcome {
     Completed(String),
     /// `failed`, with the status message saying why.
     Failed(String),
+    /// `failed` with `noAnswer: true` ("Task metadata"): a formation member
+    /// ended with end-without-answer. The status message says why.
+    NoAnswer(String),
 }
 
 /// The future an agent answers with.

@@ -8,14 +8,14 @@ use std::sync::{Arc, MutexGuard};
 
 use tokio::sync::{oneshot, watch};
 
+use super::TaskState;
 use super::agent::TaskInput;
-use super::detached::running_commands;
 use super::events::{self, EventBody};
 use super::ids;
-use super::lifecycle::ending;
+use super::lifecycle::{ending, metadata};
 use super::settled::Progress;
 use super::store::{Batch, NewRecord, Owner, Transition};
-use super::{Hub, Live, NewTask, Running, Status, Task, TaskAcceptance, TaskError, TaskState};
+use super::{Hub, Live, NewTask, Origin, Running, Status, Task, TaskAcceptance, TaskError};
 use super::{now_ms, steps_events, unavailable};
 
 /// The status message of a task refused because another one is live.
@@ -26,8 +26,8 @@ pub const CLOSING: &str = "task rejected: the session is closing";
 impl Hub {
     /// Starts a task: stored `submitted` and handed to the agent, or queued
     /// behind the live one (`queue`); stored `rejected` with [`BUSY`] when
-    /// another task is live (`single`), or [`CLOSING`] when the session is
-    /// closing. A task that runs at once and that its agent ends at once
+    /// another task is live (`single`; the session's own tasks wait
+    /// instead), or [`CLOSING`] when the session is closing. A task that runs at once and that its agent ends at once
     /// ([`super::agent::Agent::ends_at_once`]) is written ended. Answers the
     /// task as first recorded. Needs a tokio runtime.
     pub fn start(self: &Arc<Self>, new: NewTask) -> Result<Task, TaskError> {
@@ -45,7 +45,7 @@ impl Hub {
             text,
             images: Vec::new(),
             reference_task_ids: Vec::new(),
-            origin: super::Origin::Session,
+            origin: Origin::Session,
             trust: None,
             forget_session: false,
         })
@@ -137,7 +137,7 @@ impl Hub {
         let written = self.store.batch(|batch| {
             news.into_iter()
                 .map(|new| {
-                    let refused = self.refusal(&live, entered);
+                    let refused = self.refusal(&live, entered, new.origin);
                     let run_now = refused.is_none() && !running && !queued;
                     let written = self.write_start(batch, &live, new, refused, run_now)?;
                     if written.waits() {
@@ -192,6 +192,8 @@ impl Hub {
                             state: TaskState::Submitted,
                             settles: 0,
                         }),
+                        delegated: Vec::new(),
+                        no_answer_below: Vec::new(),
                     },
                 );
                 if written.run_now {
@@ -211,10 +213,15 @@ impl Hub {
 
     /// Why a new task is refused, if it is: `entered` says a start of the
     /// same batch is live already.
-    fn refusal(&self, live: &Live, entered: bool) -> Option<&'static str> {
+    /// The session's own tasks are never refused for being busy: one that
+    /// finds the capsule busy waits its turn, as in `queue`.
+    fn refusal(&self, live: &Live, entered: bool, origin: Origin) -> Option<&'static str> {
         if self.closing() {
             Some(CLOSING)
-        } else if self.acceptance != TaskAcceptance::Queue && (entered || !live.tasks.is_empty()) {
+        } else if self.acceptance != TaskAcceptance::Queue
+            && origin != Origin::Session
+            && (entered || !live.tasks.is_empty())
+        {
             Some(BUSY)
         } else {
             None
@@ -247,6 +254,7 @@ impl Hub {
             status_message: refused.map(str::to_string),
             reference_task_ids: new.reference_task_ids,
             forget_session: new.forget_session,
+            images: new.images.clone(),
         };
         let now = now_ms();
         let input = TaskInput {
@@ -263,7 +271,7 @@ impl Hub {
         let ended = run_now
             .then(|| self.agent.ends_at_once(&input))
             .flatten()
-            .map(|outcome| ending(outcome, running_commands(&live.detached, &id, now)));
+            .map(|outcome| ending(outcome, metadata(live, &id, now)));
         let mut bodies = vec![events::status(
             record.state,
             record.status_message.clone(),

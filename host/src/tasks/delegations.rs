@@ -1,11 +1,28 @@
-//! Delegations: a task declares the completions it awaits, and the door
-//! hands each one to the task that awaits it (murmur's completion delivery).
-//! A delegation takes one completion, held for its task when no handle
-//! waits; it is let go when its task ends.
+//! Delegations: a task records the sub-capsules it delegates to (a cancel
+//! lists each one still open as residue), declares the completions it
+//! awaits, and the door hands each one to the task that awaits it (murmur's
+//! completion delivery). A delegation takes one completion, held for its
+//! task when no handle waits; it is let go when its task ends.
+
+use std::io;
+use std::path::PathBuf;
 
 use tokio::sync::oneshot;
 
-use super::{CompletionRefusal, Hub};
+use super::{CompletionRefusal, Hub, ids};
+use crate::bindings::session::Delegation as Delegated;
+
+/// The sub-capsule a task delegates to ("Residue items": `delegation`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Child {
+    /// The capsule's name, as its manifest gives it.
+    pub capsule: String,
+    pub version: String,
+    /// The child's session, `ses_…`.
+    pub session_id: String,
+    /// The child's work folder, absolute.
+    pub workdir: PathBuf,
+}
 
 /// A delegation a live task awaits. It takes one completion: handed to the
 /// waiting handle, or kept until the task asks for it again.
@@ -81,6 +98,44 @@ impl Hub {
             .get(&task_id)
             .map(|t| t.context_id.clone())
             .ok_or(CompletionRefusal::NotAwaited)
+    }
+
+    /// Records that live task `task_id` delegated to `child`
+    /// ([`RunningTask::delegate`](super::RunningTask::delegate)).
+    pub(super) fn delegated(&self, task_id: &str, child: Child) -> io::Result<String> {
+        if !child.workdir.is_absolute() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a child's workdir is an absolute path",
+            ));
+        }
+        let child_workdir =
+            child.workdir.into_os_string().into_string().map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "a workdir not in UTF-8")
+            })?;
+        let mut live = self.lock();
+        let running = live
+            .tasks
+            .get_mut(task_id)
+            .ok_or_else(|| io::Error::other("the task has ended"))?;
+        let delegation_id = ids::delegation_id();
+        running.delegated.push(Delegated {
+            delegation_id: delegation_id.clone(),
+            capsule: child.capsule,
+            version: child.version,
+            child_session_id: child.session_id,
+            child_workdir,
+        });
+        Ok(delegation_id)
+    }
+
+    /// Task `task_id`'s delegation `delegation_id` has ended.
+    pub(super) fn delegation_ended(&self, task_id: &str, delegation_id: &str) {
+        if let Some(running) = self.lock().tasks.get_mut(task_id) {
+            running
+                .delegated
+                .retain(|d| d.delegation_id != delegation_id);
+        }
     }
 
     /// Registers that `task_id` awaits `delegation_id`

@@ -1,7 +1,9 @@
 //! Detached commands: `sh -c` in a process group of its own, started by a
 //! task and outliving it. While they run they are the session's residue and
-//! the `runningCommands` of the task that started them; the session kills
-//! them when it closes or is dropped.
+//! the `runningCommands` of the task that started them, and the store keeps
+//! them so a resumed launch can report those it lost; the session kills
+//! them when it closes or is dropped. Each one's result, once it exits, is a
+//! task of the session's own.
 
 use std::io;
 use std::sync::Arc;
@@ -41,8 +43,14 @@ impl Hub {
     }
 
     /// Starts `command` for `task_id`, detached
-    /// ([`RunningTask::detach`](super::RunningTask::detach)).
-    pub(super) fn detach(&self, task_id: &str, command: &str) -> io::Result<DetachedShell> {
+    /// ([`RunningTask::detach`](super::RunningTask::detach)). Its output is
+    /// kept, the last [`OUTPUT_TAIL`] bytes of each stream, and once it
+    /// exits its result is a task of the session's own ([`super::own`]).
+    pub(super) fn detach(
+        self: &Arc<Self>,
+        task_id: &str,
+        command: &str,
+    ) -> io::Result<DetachedShell> {
         let mut live = self.lock();
         if !live.tasks.contains_key(task_id) {
             return Err(io::Error::other("the task has ended"));
@@ -53,25 +61,56 @@ impl Hub {
         let started_at_ms = now_ms();
         let mut child = process::shell(command)
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .spawn()?;
         let pgid = child
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
             .ok_or_else(|| io::Error::other("the command exited at once"))?;
-        let done = Arc::new(AtomicBool::new(false));
-        let reaped = done.clone();
-        tokio::spawn(async move {
-            let _ = child.wait().await;
-            reaped.store(true, Ordering::SeqCst);
-        });
         let item = DetachedShell {
             work_id: ids::work_id(),
             binary: binary_path(command.split_whitespace().next().unwrap_or("")),
             command: command.to_string(),
             started_at_ms: started_at_ms as u64,
         };
+        if let Err(e) = self.store.detached_started(task_id, &item) {
+            // Only a resumed launch's report of lost commands misses it.
+            tracing::error!(work = %item.work_id, error = %e, "recording a detached command failed");
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let reaped = done.clone();
+        // The command holds no hub: a session dropped while it runs still
+        // kills it.
+        let hub = Arc::downgrade(self);
+        let ran = item.clone();
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        tokio::spawn(async move {
+            let output = async { tokio::join!(tail(stdout), tail(stderr)) };
+            tokio::pin!(output);
+            let status = tokio::select! {
+                status = child.wait() => status,
+                // Its output closed first: wait for the exit alone.
+                _ = &mut output => child.wait().await,
+            };
+            reaped.store(true, Ordering::SeqCst);
+            // What it wrote before it exited; a process it left behind
+            // holding its output open is given a moment, not waited for.
+            let (out, err) = tokio::time::timeout(OUTPUT_GRACE, &mut output)
+                .await
+                .unwrap_or_default();
+            let Some(hub) = hub.upgrade() else { return };
+            if let Err(e) = hub.store.detached_ended(&ran.work_id) {
+                tracing::error!(work = %ran.work_id, error = %e, "recording a detached command's end failed");
+            }
+            if hub.closing() {
+                return;
+            }
+            let text = super::own::command_result(&ran, status.ok(), &out, &err);
+            if let Err(e) = hub.start_own(text) {
+                tracing::error!(work = %ran.work_id, error = ?e, "starting a detached command's result task failed");
+            }
+        });
         live.detached.push(Detached {
             item: item.clone(),
             task_id: task_id.to_string(),
@@ -80,6 +119,44 @@ impl Hub {
         });
         Ok(item)
     }
+}
+
+/// Bytes of each of a detached command's output streams its result keeps:
+/// the last ones it wrote.
+pub const OUTPUT_TAIL: usize = 16 << 10;
+
+/// How long a detached command's output is read after it exits.
+const OUTPUT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The last [`OUTPUT_TAIL`] bytes `stream` gives before it closes, and
+/// whether earlier ones were cut.
+async fn tail(stream: Option<impl tokio::io::AsyncRead + Unpin>) -> Tail {
+    use tokio::io::AsyncReadExt;
+    let mut kept = Tail::default();
+    let Some(mut stream) = stream else {
+        return kept;
+    };
+    let mut chunk = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut chunk).await {
+        if n == 0 {
+            break;
+        }
+        kept.bytes.extend_from_slice(&chunk[..n]);
+        if kept.bytes.len() > OUTPUT_TAIL {
+            let over = kept.bytes.len() - OUTPUT_TAIL;
+            kept.bytes.drain(..over);
+            kept.cut = true;
+        }
+    }
+    kept
+}
+
+/// The end of an output stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tail {
+    pub bytes: Vec<u8>,
+    /// Earlier bytes were dropped.
+    pub cut: bool,
 }
 
 /// The binary a command's first word names ("Task metadata":

@@ -23,6 +23,11 @@ pub fn work_id() -> String {
     minted("wrk")
 }
 
+/// `dlg_…`: a delegation to a sub-capsule.
+pub fn delegation_id() -> String {
+    minted("dlg")
+}
+
 /// `ses_…`: a session.
 pub fn session_id() -> String {
     minted("ses")
@@ -43,6 +48,7 @@ mod tests {
             (context_id, "ctx_"),
             (message_id, "msg_"),
             (work_id, "wrk_"),
+            (delegation_id, "dlg_"),
             (session_id, "ses_"),
         ] {
             let ids: Vec<String> = (0..50).map(|_| mint()).collect();

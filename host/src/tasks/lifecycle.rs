@@ -11,22 +11,22 @@ use tokio::sync::oneshot;
 
 use super::TaskError;
 use super::agent::{Outcome, TaskInput};
-use super::delegations::Delegation;
+use super::delegations::{Child, Delegation};
 use super::detached::{residue, running_commands};
 use super::events::{self, FrameKind};
 use super::ids;
 use super::store::Transition;
-use super::{Caller, DetachedShell, Hub, Live, ResidueItem, RunningCommand, StopReport, Task};
-use super::{TaskState, now_ms, unavailable};
+use super::{Caller, DetachedShell, Hub, Live, MemberStatus, ResidueItem, StopReport, Task};
+use super::{TaskMetadata, TaskState, now_ms, unavailable};
 
 /// A completed task's final status message ("Messages", "GetTask",
 /// "ListTasks": the examples' `task completed`): stored with the ending, so
 /// the terminal status a stream carries and what GetTask shows agree.
 pub const COMPLETED: &str = "task completed";
 
-/// The ending an agent's outcome records, with the detached commands still
-/// running.
-pub(super) fn ending(outcome: Outcome, running_commands: Vec<RunningCommand>) -> Transition {
+/// The ending an agent's outcome records, with what the task's metadata
+/// says at its end.
+pub(super) fn ending(outcome: Outcome, mut metadata: TaskMetadata) -> Transition {
     let mut to = match outcome {
         Outcome::Completed(response) => {
             let mut to = Transition::to(TaskState::Completed);
@@ -39,10 +39,44 @@ pub(super) fn ending(outcome: Outcome, running_commands: Vec<RunningCommand>) ->
             to.message = Some(message);
             to
         }
+        Outcome::NoAnswer(message) => {
+            metadata.no_answer = true;
+            let mut to = Transition::to(TaskState::Failed);
+            to.message = Some(message);
+            to
+        }
     };
-    to.running_commands = running_commands;
+    to.metadata = metadata;
     to
 }
+
+/// What task `id`'s metadata says if it ends at `now`: the commands it
+/// detached that still run, and the members that gave it no answer.
+pub(super) fn metadata(live: &Live, id: &str, now: i64) -> TaskMetadata {
+    TaskMetadata {
+        no_answer: false,
+        no_answer_below: live
+            .tasks
+            .get(id)
+            .map_or_else(Vec::new, |t| t.no_answer_below.clone()),
+        running_commands: running_commands(&live.detached, id, now),
+    }
+}
+
+/// The delegations task `id` has open, as residue items: a cancel ends
+/// them.
+fn delegations(live: &Live, id: &str) -> Vec<ResidueItem> {
+    live.tasks.get(id).map_or_else(Vec::new, |t| {
+        t.delegated
+            .iter()
+            .cloned()
+            .map(ResidueItem::Delegation)
+            .collect()
+    })
+}
+
+/// `noAnswerBelow` holds this many members at most ("Task metadata").
+pub const NO_ANSWER_BELOW: usize = 8;
 
 /// How often an ending the store refused is tried again.
 const END_RETRY: Duration = Duration::from_secs(1);
@@ -75,10 +109,7 @@ impl Hub {
                 return None;
             }
             let now = now_ms();
-            let to = ending(
-                outcome,
-                running_commands(&live.detached, &input.task_id, now),
-            );
+            let to = ending(outcome, metadata(&live, &input.task_id, now));
             let working = Transition::to(TaskState::Working);
             match self.end_steps(&mut live, &input.task_id, &[&working, &to], now) {
                 Ok(_) => return self.next_queued(&mut live),
@@ -126,7 +157,7 @@ impl Hub {
         // The runner is returning: nothing to abort.
         running.runner = None;
         let now = now_ms();
-        let to = ending(outcome, running_commands(&live.detached, id, now));
+        let to = ending(outcome, metadata(&live, id, now));
         if let Err(e) = self.end(&mut live, id, &to, now) {
             tracing::error!(task = %id, error = %e, "recording a task's end failed; retrying each second");
             drop(live);
@@ -249,7 +280,8 @@ impl Hub {
         if !live.tasks.contains_key(id) {
             return Err(TaskError::WrongState(task.status.state));
         }
-        let residue = residue(&live.detached);
+        let mut residue = residue(&live.detached);
+        residue.extend(delegations(&live, id));
         let task = self
             .cancel_locked(&mut live, id, residue, now_ms())
             .map_err(unavailable)?
@@ -271,7 +303,7 @@ impl Hub {
     ) -> rusqlite::Result<Option<Task>> {
         let mut to = Transition::to(TaskState::Canceled);
         to.residue = residue;
-        to.running_commands = running_commands(&live.detached, id, now);
+        to.metadata = metadata(live, id, now);
         self.end(live, id, &to, now)
     }
 
@@ -283,13 +315,18 @@ impl Hub {
         let mut live = self.lock();
         let mut canceled: Vec<String> = live.tasks.keys().cloned().collect();
         canceled.sort();
-        let residue = residue(&live.detached);
+        let detached = residue(&live.detached);
+        let mut ended = Vec::new();
         let now = now_ms();
         let mut failed = Vec::new();
         for id in &canceled {
-            if let Err(e) = self.cancel_locked(&mut live, id, residue.clone(), now) {
+            let own = delegations(&live, id);
+            let residue = [detached.clone(), own.clone()].concat();
+            if let Err(e) = self.cancel_locked(&mut live, id, residue, now) {
                 tracing::error!(task = %id, error = %e, "recording a stopped task failed");
                 failed.push(format!("{id} ({e})"));
+            } else {
+                ended.extend(own);
             }
         }
         if !failed.is_empty() {
@@ -299,7 +336,10 @@ impl Hub {
             ));
         }
         live.queue.clear();
-        Ok(StopReport { canceled, residue })
+        Ok(StopReport {
+            canceled,
+            residue: [detached, ended].concat(),
+        })
     }
 
     // What a running task asks of its session (through `RunningTask`).
@@ -427,6 +467,47 @@ impl RunningTask {
     /// killed when the session ends.
     pub fn detach(&self, command: &str) -> io::Result<DetachedShell> {
         self.hub.detach(&self.id, command)
+    }
+
+    /// Records that this task delegated to a sub-capsule, `child`: until
+    /// the task ends or [`RunningTask::delegation_ended`] is called, a
+    /// cancel of the task lists it as a `delegation` residue item (the
+    /// cancel ends it). Answers the delegation's `dlg_…` id, which
+    /// [`RunningTask::expect_delegation`] awaits a completion for. Refused
+    /// when the task has ended or `child.workdir` is not absolute.
+    pub fn delegate(&self, child: Child) -> io::Result<String> {
+        self.hub.delegated(&self.id, child)
+    }
+
+    /// The delegation `delegation_id` has ended: it is no longer residue.
+    pub fn delegation_ended(&self, delegation_id: &str) {
+        self.hub.delegation_ended(&self.id, delegation_id);
+    }
+
+    /// Records that `member`, which this task called, gave it no answer,
+    /// with its `member_call` status (anything but `completed`), and the
+    /// members that member reported below itself: the task's terminal
+    /// `noAnswerBelow` lists each member once, in the order they were
+    /// reported, [`NO_ANSWER_BELOW`] at most. Ignored once the task has
+    /// ended, and for a `completed` status.
+    pub fn no_answer_from(&self, member: &str, status: &str, below: &[MemberStatus]) {
+        if status == "completed" {
+            return;
+        }
+        let first = MemberStatus {
+            member: member.to_string(),
+            status: status.to_string(),
+        };
+        let mut live = self.hub.lock();
+        let Some(running) = live.tasks.get_mut(&self.id) else {
+            return;
+        };
+        for reported in std::iter::once(&first).chain(below) {
+            let list = &mut running.no_answer_below;
+            if list.len() < NO_ANSWER_BELOW && !list.iter().any(|m| m.member == reported.member) {
+                list.push(reported.clone());
+            }
+        }
     }
 
     /// Declares that this task awaits a completion for `delegation_id`: from

@@ -5,7 +5,8 @@
 //! `capacity` (acceptance and the queue), `lifecycle` (the agent running each
 //! task, replies, progress, endings and cancellation), `delegations` (the
 //! completions a task awaits), `detached` (the commands a task leaves
-//! running) and `settled` (the pollables a held SendMessage waits on).
+//! running), `settled` (the pollables a held SendMessage waits on) and
+//! `own` (what the session's own tasks say).
 //!
 //! Every state change is written to the store first, then announced (the
 //! task's watchers, its settle pollables, the event log), so whatever a
@@ -31,6 +32,7 @@ pub mod events;
 pub mod ids;
 mod lifecycle;
 pub mod lock;
+pub mod own;
 mod settled;
 pub mod store;
 #[cfg(test)]
@@ -48,8 +50,8 @@ pub use crate::bindings::session::{
     CompletionRefusal, DetachedShell, ResidueItem, StopReport, TaskAcceptance,
 };
 pub use crate::bindings::task_store::{
-    Cursor, Image, ListQuery, NewTask, Origin, Page, RunningCommand, Status, Task, TaskError,
-    TaskMetadata, TaskState,
+    Cursor, Image, ListQuery, MemberStatus, NewTask, Origin, Page, RunningCommand, Status, Task,
+    TaskError, TaskMetadata, TaskState,
 };
 pub use crate::bindings::tokens::Credential;
 use agent::{Agent, TaskInput};
@@ -60,9 +62,9 @@ use settled::Progress;
 use store::{Sees, Store, Transition};
 
 pub use capacity::{BUSY, CLOSING};
-pub use delegations::Delegation;
+pub use delegations::{Child, Delegation};
 pub use detached::COMMAND_CHARS;
-pub use lifecycle::{COMPLETED, RunningTask};
+pub use lifecycle::{COMPLETED, NO_ANSWER_BELOW, RunningTask};
 pub use settled::Settled;
 
 /// Who is asking: `None` is a caller of a public door.
@@ -125,6 +127,10 @@ struct Running {
     /// While `input-required`: where the reply goes.
     reply: Option<oneshot::Sender<String>>,
     watch: watch::Sender<Progress>,
+    /// The sub-capsules it delegated to, still open.
+    delegated: Vec<crate::bindings::session::Delegation>,
+    /// The members that gave it no answer (`noAnswerBelow`).
+    no_answer_below: Vec<MemberStatus>,
 }
 
 impl Hub {
@@ -231,6 +237,12 @@ impl Hub {
         };
         self.events.publish(ids, &task.id, &task.context_id, bodies);
         Ok(Some(task))
+    }
+
+    /// The images task `id` started with, in part order, for the runtime
+    /// that shows them to its model (the door never reads them back).
+    pub fn images(&self, id: &str) -> Result<Vec<Image>, TaskError> {
+        self.store.images(id).map_err(unavailable)
     }
 
     /// The task as it stands, when the caller sees it.

@@ -6,17 +6,20 @@ use rusqlite::Row;
 use serde_json::{Value, json};
 
 use crate::bindings::session::{Delegation, DetachedShell, ResidueItem};
-use crate::bindings::task_store::{Origin, RunningCommand, Status, Task, TaskMetadata, TaskState};
+use crate::bindings::task_store::{
+    MemberStatus, Origin, RunningCommand, Status, Task, TaskMetadata, TaskState,
+};
 
 /// The columns [`task_from_row`] reads, in its order.
 pub(super) const TASK_COLUMNS: &str = "id, context_id, state, status_message, status_ms, response, prompt, \
-     residue, running_commands, change";
+     residue, running_commands, change, no_answer, no_answer_below";
 
 pub(super) fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     let state: String = row.get(2)?;
     let residue: String = row.get(7)?;
     let running: String = row.get(8)?;
     let change: i64 = row.get(9)?;
+    let below: String = row.get(11)?;
     Ok(Task {
         id: row.get(0)?,
         context_id: row.get(1)?,
@@ -28,7 +31,11 @@ pub(super) fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         response: row.get(5)?,
         prompt: row.get(6)?,
         residue: parse_residue(&residue).ok_or_else(|| corrupt(7, residue.clone()))?,
-        metadata: metadata(parse_running(&running).ok_or_else(|| corrupt(8, running.clone()))?),
+        metadata: TaskMetadata {
+            no_answer: row.get(10)?,
+            no_answer_below: parse_below(&below).ok_or_else(|| corrupt(11, below.clone()))?,
+            running_commands: parse_running(&running).ok_or_else(|| corrupt(8, running.clone()))?,
+        },
         change: change as u64,
     })
 }
@@ -39,14 +46,6 @@ fn corrupt(column: usize, what: String) -> rusqlite::Error {
         rusqlite::types::Type::Text,
         format!("unreadable value in the task record: {what}").into(),
     )
-}
-
-pub(super) fn metadata(running_commands: Vec<RunningCommand>) -> TaskMetadata {
-    TaskMetadata {
-        no_answer: false,
-        no_answer_below: Vec::new(),
-        running_commands,
-    }
 }
 
 /// Murmur's word for a state, as the store and the trace spell it.
@@ -159,6 +158,29 @@ fn parse_running(text: &str) -> Option<Vec<RunningCommand>> {
                 binary: v.get("binary")?.as_str()?.to_string(),
                 command: v.get("command")?.as_str()?.to_string(),
                 running_ms: v.get("runningMs")?.as_u64()?,
+            })
+        })
+        .collect()
+}
+
+/// `noAnswerBelow` as the store keeps it: `[{member, status}]`.
+pub(super) fn below_json(below: &[MemberStatus]) -> Value {
+    Value::Array(
+        below
+            .iter()
+            .map(|b| json!({"member": b.member, "status": b.status}))
+            .collect(),
+    )
+}
+
+fn parse_below(text: &str) -> Option<Vec<MemberStatus>> {
+    let items: Vec<Value> = serde_json::from_str(text).ok()?;
+    items
+        .iter()
+        .map(|v| {
+            Some(MemberStatus {
+                member: v.get("member")?.as_str()?.to_string(),
+                status: v.get("status")?.as_str()?.to_string(),
             })
         })
         .collect()

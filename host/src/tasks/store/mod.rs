@@ -39,7 +39,7 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::Connection;
 
 use crate::bindings::session::ResidueItem;
-use crate::bindings::task_store::{Origin, RunningCommand, TaskState};
+use crate::bindings::task_store::{Image, Origin, TaskMetadata, TaskState};
 
 use super::lock::StateLock;
 
@@ -61,6 +61,9 @@ pub struct NewRecord {
     pub status_message: Option<String>,
     pub reference_task_ids: Vec<String>,
     pub forget_session: bool,
+    /// The message's images, kept for the runtime (never for a rejected
+    /// task).
+    pub images: Vec<Image>,
 }
 
 /// A task's new status and the artifacts and metadata that go with it. Every
@@ -73,7 +76,9 @@ pub struct Transition {
     pub response: Option<String>,
     pub prompt: Option<String>,
     pub residue: Vec<ResidueItem>,
-    pub running_commands: Vec<RunningCommand>,
+    /// What a terminal task says of the answers it lacks and the commands
+    /// it left running.
+    pub metadata: TaskMetadata,
 }
 
 impl Transition {
@@ -85,7 +90,11 @@ impl Transition {
             response: None,
             prompt: None,
             residue: Vec::new(),
-            running_commands: Vec::new(),
+            metadata: TaskMetadata {
+                no_answer: false,
+                no_answer_below: Vec::new(),
+                running_commands: Vec::new(),
+            },
         }
     }
 }

@@ -12,6 +12,7 @@ use rusqlite::{Connection, params};
 use super::checkpoint::Checkpoints;
 use super::readers::Readers;
 use super::{Restarted, Store};
+use crate::bindings::session::DetachedShell;
 use crate::tasks::ids;
 use crate::tasks::lock::StateLock;
 
@@ -32,6 +33,10 @@ pub struct Opened {
     pub failed_by_resume: Vec<String>,
     /// A fresh launch: where the previous session's file went.
     pub archived: Option<PathBuf>,
+    /// `--resume`: the detached commands the previous run left running,
+    /// oldest first. This process cannot follow them (their results are
+    /// lost), so it reports them ([`crate::tasks::own::lost_commands`]).
+    pub lost_commands: Vec<DetachedShell>,
 }
 
 impl Store {
@@ -70,10 +75,14 @@ impl Store {
             let failed_by_resume = store
                 .fail_live(RESTARTED, now_ms)
                 .context("failing the tasks the previous run left live")?;
+            let lost_commands = store
+                .take_detached()
+                .context("reading the commands the previous run left running")?;
             return Ok(Opened {
                 store,
                 failed_by_resume,
                 archived: None,
+                lost_commands,
             });
         }
         let archived = if path.exists() {
@@ -87,6 +96,7 @@ impl Store {
             store,
             failed_by_resume: Vec::new(),
             archived,
+            lost_commands: Vec::new(),
         })
     }
 

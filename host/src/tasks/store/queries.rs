@@ -7,10 +7,11 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde_json::json;
 
-use crate::bindings::task_store::{Cursor, ListQuery, Page, Status, Task};
+use crate::bindings::session::DetachedShell;
+use crate::bindings::task_store::{Cursor, Image, ListQuery, Page, Status, Task, TaskState};
 
 use super::codecs::{
-    TASK_COLUMNS, metadata, origin_word, residue_json, running_json, state_word, task_from_row,
+    TASK_COLUMNS, below_json, origin_word, residue_json, running_json, state_word, task_from_row,
 };
 use super::{Inner, NewRecord, Sees, Store, Transition};
 
@@ -145,13 +146,15 @@ impl Batch<'_> {
         let response = ended.and_then(|to| to.response.clone());
         let prompt = ended.and_then(|to| to.prompt.clone());
         let residue = ended.map_or(Vec::new(), |to| to.residue.clone());
-        let running = ended.map_or(Vec::new(), |to| to.running_commands.clone());
+        let metadata =
+            ended.map_or_else(|| Transition::to(state).metadata, |to| to.metadata.clone());
         self.conn
             .prepare_cached(
                 "INSERT INTO tasks (id, context_id, owner_kind, owner_name, origin, trust, state,
                     status_message, status_ms, response, prompt, residue, running_commands,
-                    reference_task_ids, forget_session, created_ms, change)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    reference_task_ids, forget_session, created_ms, change, no_answer,
+                    no_answer_below)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )?
             .execute(params![
                 record.id,
@@ -166,12 +169,27 @@ impl Batch<'_> {
                 response,
                 prompt,
                 residue_json(&residue).to_string(),
-                running_json(&running).to_string(),
+                running_json(&metadata.running_commands).to_string(),
                 json!(record.reference_task_ids).to_string(),
                 record.forget_session,
                 now_ms,
                 change as i64,
+                metadata.no_answer,
+                below_json(&metadata.no_answer_below).to_string(),
             ])?;
+        if record.state != TaskState::Rejected && !record.images.is_empty() {
+            let mut keep = self.conn.prepare_cached(
+                "INSERT INTO images (task_id, position, media_type, bytes) VALUES (?, ?, ?, ?)",
+            )?;
+            for (position, image) in record.images.iter().enumerate() {
+                keep.execute(params![
+                    record.id,
+                    position as i64,
+                    image.media_type,
+                    image.bytes
+                ])?;
+            }
+        }
         let ids = number(self.conn, self.last_event, events)?;
         self.last_change = change;
         self.last_event = ids.end - 1;
@@ -186,7 +204,7 @@ impl Batch<'_> {
             response,
             prompt,
             residue,
-            metadata: metadata(running),
+            metadata,
             change,
         };
         Ok((task, ids))
@@ -259,7 +277,8 @@ impl Store {
         let context_id: Option<String> = tx
             .prepare_cached(
                 "UPDATE tasks SET state = ?, status_message = ?, status_ms = ?, response = ?,
-                    prompt = ?, residue = ?, running_commands = ?, change = ?
+                    prompt = ?, residue = ?, running_commands = ?, change = ?, no_answer = ?,
+                    no_answer_below = ?
                  WHERE id = ? RETURNING context_id",
             )?
             .query_row(
@@ -270,8 +289,10 @@ impl Store {
                     to.response,
                     to.prompt,
                     residue_json(&to.residue).to_string(),
-                    running_json(&to.running_commands).to_string(),
+                    running_json(&to.metadata.running_commands).to_string(),
                     change as i64,
+                    to.metadata.no_answer,
+                    below_json(&to.metadata.no_answer_below).to_string(),
                     id,
                 ],
                 |r| r.get(0),
@@ -296,10 +317,82 @@ impl Store {
             response: to.response.clone(),
             prompt: to.prompt.clone(),
             residue: to.residue.clone(),
-            metadata: metadata(to.running_commands.clone()),
+            metadata: to.metadata.clone(),
             change,
         };
         Ok(Some((task, ids)))
+    }
+
+    /// The images task `id` started with, in part order; none for a task
+    /// the session never held.
+    pub fn images(&self, id: &str) -> rusqlite::Result<Vec<Image>> {
+        let inner = self.lock();
+        let mut read = inner.conn.prepare_cached(
+            "SELECT media_type, bytes FROM images WHERE task_id = ? ORDER BY position",
+        )?;
+        read.query_map([id], |r| {
+            Ok(Image {
+                media_type: r.get(0)?,
+                bytes: r.get(1)?,
+            })
+        })?
+        .collect()
+    }
+
+    /// Records that task `task_id` detached `item`, until
+    /// [`Store::detached_ended`]: what a resumed launch finds here was lost
+    /// with the process that ran it.
+    pub fn detached_started(&self, task_id: &str, item: &DetachedShell) -> rusqlite::Result<()> {
+        let inner = self.lock();
+        inner
+            .conn
+            .prepare_cached(
+                "INSERT INTO detached (work_id, task_id, binary, command, started_at_ms)
+                 VALUES (?, ?, ?, ?, ?)",
+            )?
+            .execute(params![
+                item.work_id,
+                task_id,
+                item.binary,
+                item.command,
+                item.started_at_ms as i64
+            ])?;
+        Ok(())
+    }
+
+    /// The detached command `work_id` has ended.
+    pub fn detached_ended(&self, work_id: &str) -> rusqlite::Result<()> {
+        let inner = self.lock();
+        inner
+            .conn
+            .prepare_cached("DELETE FROM detached WHERE work_id = ?")?
+            .execute([work_id])?;
+        Ok(())
+    }
+
+    /// Every detached command recorded as running, oldest first, and the
+    /// record of them cleared: on a resumed launch, the ones the last run
+    /// lost.
+    pub(super) fn take_detached(&self) -> rusqlite::Result<Vec<DetachedShell>> {
+        let inner = self.lock();
+        let tx = inner.conn.unchecked_transaction()?;
+        let lost = tx
+            .prepare(
+                "SELECT work_id, binary, command, started_at_ms FROM detached
+                 ORDER BY started_at_ms, work_id",
+            )?
+            .query_map([], |r| {
+                Ok(DetachedShell {
+                    work_id: r.get(0)?,
+                    binary: r.get(1)?,
+                    command: r.get(2)?,
+                    started_at_ms: r.get::<_, i64>(3)?.max(0) as u64,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        tx.execute("DELETE FROM detached", [])?;
+        tx.commit()?;
+        Ok(lost)
     }
 
     /// A progress note on a working task: its status message, without a

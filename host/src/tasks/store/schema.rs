@@ -10,9 +10,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::{Inner, Store};
 
 /// Bumped when the tables change shape; a file of another version is refused
-/// (versions 1, before events were numbered, and 2, before ListTasks was
-/// served from indexes and counts, are brought up to date).
-pub(super) const SCHEMA_VERSION: i64 = 3;
+/// (versions 1, before events were numbered, 2, before ListTasks was served
+/// from indexes and counts, and 3, before tasks kept their images, the
+/// answers they lack and the session its detached commands, are brought up
+/// to date).
+pub(super) const SCHEMA_VERSION: i64 = 4;
 
 /// The tables of version 2 and the indexes they had then, but for the ones
 /// on owners and status timestamps, which [`LISTING`] makes anew.
@@ -156,6 +158,31 @@ BEGIN
 END;
 ";
 
+/// What version 4 added: a terminal task's `noAnswer` and `noAnswerBelow`,
+/// the images a task started with (read by the runtime, never by the
+/// door), and the detached commands still running, so that a launch that
+/// resumes the session can report those its last run lost.
+const ANSWERS_IMAGES_COMMANDS: &str = "
+ALTER TABLE tasks ADD COLUMN no_answer INTEGER NOT NULL DEFAULT 0;
+-- JSON: [{member, status}]
+ALTER TABLE tasks ADD COLUMN no_answer_below TEXT NOT NULL DEFAULT '[]';
+CREATE TABLE images (
+    task_id     TEXT    NOT NULL,
+    -- The image's place among the message's images, from 0.
+    position    INTEGER NOT NULL,
+    media_type  TEXT    NOT NULL,
+    bytes       BLOB    NOT NULL,
+    PRIMARY KEY (task_id, position)
+);
+CREATE TABLE detached (
+    work_id        TEXT    PRIMARY KEY,
+    task_id        TEXT    NOT NULL,
+    binary         TEXT    NOT NULL,
+    command        TEXT    NOT NULL,
+    started_at_ms  INTEGER NOT NULL
+);
+";
+
 /// The counts of [`LISTING`] taken from the rows, for a file that had tasks
 /// before it kept them.
 const COUNT_TASKS: &str = "
@@ -174,7 +201,8 @@ impl Store {
         now_ms: i64,
     ) -> anyhow::Result<Store> {
         conn.execute_batch(&format!(
-            "BEGIN; {TABLES} {LISTING} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            "BEGIN; {TABLES} {LISTING} {ANSWERS_IMAGES_COMMANDS}
+             PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))?;
         conn.execute(
             "INSERT INTO session (id, session_id, created_ms) VALUES (1, ?, ?)",
@@ -212,12 +240,16 @@ impl Store {
                     "ALTER TABLE session ADD COLUMN last_event INTEGER NOT NULL DEFAULT 0;",
                 );
             }
-            // Before ListTasks read indexes and counts: the owner index
-            // of every task and the narrow status index give way to
-            // LISTING's, and the tasks are counted.
-            steps.push_str("DROP INDEX tasks_by_owner; DROP INDEX tasks_by_status;");
-            steps.push_str(LISTING);
-            steps.push_str(COUNT_TASKS);
+            if version < 3 {
+                // Before ListTasks read indexes and counts: the owner index
+                // of every task and the narrow status index give way to
+                // LISTING's, and the tasks are counted.
+                steps.push_str("DROP INDEX tasks_by_owner; DROP INDEX tasks_by_status;");
+                steps.push_str(LISTING);
+                steps.push_str(COUNT_TASKS);
+            }
+            // Before tasks kept images and answers: none had any.
+            steps.push_str(ANSWERS_IMAGES_COMMANDS);
             steps.push_str(&format!("PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"));
             conn.execute_batch(&steps)
                 .with_context(|| format!("bringing a version {version} session up to date"))?;

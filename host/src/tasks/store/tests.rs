@@ -8,7 +8,9 @@ use super::open::connect;
 use super::schema::SCHEMA_VERSION;
 use super::*;
 use crate::bindings::session::{Delegation, DetachedShell};
-use crate::bindings::task_store::{Cursor, ListQuery, Page, Task};
+use crate::bindings::task_store::{
+    Cursor, Image, ListQuery, MemberStatus, Page, RunningCommand, Task,
+};
 use crate::bindings::tokens::Credential;
 use crate::tasks::ids;
 use crate::tasks::testing::TempDir;
@@ -24,6 +26,7 @@ fn record(owner: Owner, context: &str, state: TaskState) -> NewRecord {
         status_message: None,
         reference_task_ids: Vec::new(),
         forget_session: false,
+        images: Vec::new(),
     }
 }
 
@@ -114,7 +117,7 @@ fn artifacts_and_metadata_round_trip() {
             child_workdir: "/w".into(),
         }),
     ];
-    canceled.running_commands = vec![RunningCommand {
+    canceled.metadata.running_commands = vec![RunningCommand {
         work_id: "wrk_1".into(),
         binary: "sleep".into(),
         command: "sleep 30".into(),
@@ -128,7 +131,99 @@ fn artifacts_and_metadata_round_trip() {
     let read = store.get(&a.id, &Sees::Every).unwrap().unwrap();
     assert_eq!(read, written);
     assert_eq!(read.residue, canceled.residue);
-    assert_eq!(read.metadata.running_commands, canceled.running_commands);
+    assert_eq!(read.metadata, canceled.metadata);
+}
+
+/// "Task metadata": `noAnswer` and `noAnswerBelow` are kept with the
+/// ending, and read back as written.
+#[test]
+fn answers_lacking_are_kept_with_the_ending() {
+    let store = Store::in_memory(1).unwrap();
+    let a = store
+        .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 2, 0)
+        .unwrap()
+        .0;
+    assert!(!a.metadata.no_answer && a.metadata.no_answer_below.is_empty());
+    let mut failed = Transition::to(TaskState::Failed);
+    failed.message = Some("q gave no answer".into());
+    failed.metadata.no_answer = true;
+    failed.metadata.no_answer_below = vec![
+        MemberStatus {
+            member: "q".into(),
+            status: "timed_out".into(),
+        },
+        MemberStatus {
+            member: "r".into(),
+            status: "failed".into(),
+        },
+    ];
+    let written = store.transition(&a.id, &failed, 3, 0).unwrap().unwrap().0;
+    let read = store.get(&a.id, &Sees::Every).unwrap().unwrap();
+    assert_eq!(read, written);
+    assert_eq!(read.metadata, failed.metadata);
+}
+
+/// "Image parts": the images a task started with are kept, in part order,
+/// for the runtime; a rejected task keeps none.
+#[test]
+fn a_tasks_images_are_kept_in_order() {
+    let store = Store::in_memory(1).unwrap();
+    let images = vec![
+        Image {
+            media_type: "image/png".into(),
+            bytes: vec![0x89, b'P', b'N', b'G'],
+        },
+        Image {
+            media_type: "image/gif".into(),
+            bytes: b"GIF89a".to_vec(),
+        },
+    ];
+    let mut new = record(Owner::Public, "ctx_a", TaskState::Submitted);
+    new.images = images.clone();
+    store.insert(&new, 2, 0).unwrap();
+    assert_eq!(store.images(&new.id).unwrap(), images);
+    let mut rejected = record(Owner::Public, "ctx_a", TaskState::Rejected);
+    rejected.images = images;
+    store.insert(&rejected, 3, 0).unwrap();
+    assert!(store.images(&rejected.id).unwrap().is_empty());
+    assert!(store.images("tsk_none").unwrap().is_empty());
+}
+
+/// Issue 34: a resumed launch finds the detached commands its last run
+/// left running, once; the ones that ended are not among them.
+#[test]
+fn a_resumed_store_gives_the_detached_commands_it_lost_once() {
+    let dir = TempDir::new("store-detached");
+    let opened = Store::open(dir.path(), false, 1).unwrap();
+    let shell = |id: &str, at: u64| DetachedShell {
+        work_id: id.into(),
+        binary: "/usr/bin/sleep".into(),
+        command: format!("sleep {at}"),
+        started_at_ms: at,
+    };
+    opened
+        .store
+        .detached_started("tsk_a", &shell("wrk_b", 20))
+        .unwrap();
+    opened
+        .store
+        .detached_started("tsk_a", &shell("wrk_a", 10))
+        .unwrap();
+    opened
+        .store
+        .detached_started("tsk_a", &shell("wrk_c", 30))
+        .unwrap();
+    opened.store.detached_ended("wrk_c").unwrap();
+    assert!(opened.lost_commands.is_empty());
+    drop(opened);
+    let resumed = Store::open(dir.path(), true, 2).unwrap();
+    assert_eq!(
+        resumed.lost_commands,
+        [shell("wrk_a", 10), shell("wrk_b", 20)]
+    );
+    drop(resumed);
+    let again = Store::open(dir.path(), true, 3).unwrap();
+    assert!(again.lost_commands.is_empty());
 }
 
 #[test]
@@ -984,6 +1079,7 @@ fn resume_without_a_session_is_refused() {
 /// Turns a file of this version into one as version 2 wrote it: no counts,
 /// no indexes of more than one filter, the narrow status index.
 fn as_version_2(conn: &rusqlite::Connection) {
+    as_version_3(conn);
     conn.execute_batch(
         "DROP TRIGGER tasks_count_insert;
          DROP TRIGGER tasks_count_delete;
@@ -1019,6 +1115,19 @@ fn as_version_2(conn: &rusqlite::Connection) {
             "tasks_by_status"
         ]
     );
+}
+
+/// Turns a file of this version into one as version 3 wrote it: no images,
+/// no answers lacking, no detached commands.
+fn as_version_3(conn: &rusqlite::Connection) {
+    conn.execute_batch(
+        "ALTER TABLE tasks DROP COLUMN no_answer;
+         ALTER TABLE tasks DROP COLUMN no_answer_below;
+         DROP TABLE images;
+         DROP TABLE detached;
+         PRAGMA user_version = 3;",
+    )
+    .unwrap();
 }
 
 /// Every table, index and trigger of a store's file, with its SQL.
