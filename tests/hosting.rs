@@ -471,15 +471,19 @@ struct FaultyHost {
     good: String,
 }
 
-fn faulty_host(door: &[u8], max_cpu_ms: u64) -> FaultyHost {
-    use murmur_door_host::agents::ScriptAgent;
+/// A host on the library, its capsules' tasks run by `agent`, and the
+/// runtime it runs on.
+fn library_host(
+    door: &[u8],
+    max_cpu_ms: u64,
+    agent: std::sync::Arc<dyn murmur_door_host::agents::Agent>,
+) -> (tokio::runtime::Runtime, murmur_door_host::host::Host) {
     use murmur_door_host::engine::{self, Door};
     use murmur_door_host::host::{Host, HostLimits};
     use murmur_door_host::request::Limits;
     use murmur_door_host::server::HttpLimits;
     use murmur_door_host::swap::MAX_COMPONENT_BYTES;
     use murmur_door_host::tasks::events::DEFAULT_REPLAY_BUFFER;
-    use std::sync::Arc;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -506,9 +510,15 @@ fn faulty_host(door: &[u8], max_cpu_ms: u64) -> FaultyHost {
             capsule_instances: 8,
             max_component_bytes: MAX_COMPONENT_BYTES,
         },
-        Arc::new(ScriptAgent),
+        agent,
         DEFAULT_REPLAY_BUFFER.into(),
     );
+    (runtime, host)
+}
+
+fn faulty_host(door: &[u8], max_cpu_ms: u64) -> FaultyHost {
+    let agent = std::sync::Arc::new(murmur_door_host::agents::ScriptAgent);
+    let (runtime, host) = library_host(door, max_cpu_ms, agent);
     let dir = TempDir::new("host-faults");
     let add = |name| {
         let entry = entry(dir.path(), name);
@@ -718,6 +728,206 @@ fn the_runtime_calls_on_a_session_through_the_library() {
         redeemed.header("x-murmur-handle-id"),
         Some(minted.info.id.as_str())
     );
+}
+
+/// The id of the delegation [`RuntimeAgent`] recorded.
+static DELEGATED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The runtime's own agent, through the library alone: each task's text
+/// names what it does with its `RunningTask`.
+struct RuntimeAgent;
+
+impl murmur_door_host::agents::Agent for RuntimeAgent {
+    fn run(
+        &self,
+        input: murmur_door_host::agents::TaskInput,
+        task: murmur_door_host::agents::RunningTask,
+    ) -> murmur_door_host::agents::AgentFuture {
+        use murmur_door_host::agents::{Child, MemberStatus, Outcome};
+        Box::pin(async move {
+            match input.text.as_str() {
+                "delegate" => {
+                    let child = Child {
+                        capsule: "my-worker".into(),
+                        version: "0.1.0".into(),
+                        session_id: "ses_019ed2af76b57c42912b612f07dd4d51".into(),
+                        workdir: "/home/me/.murmur/children/my-worker-7b31de".into(),
+                    };
+                    let delegation_id = task.delegate(child).unwrap();
+                    let _ = DELEGATED.set(delegation_id);
+                    std::future::pending().await
+                }
+                "lack" => {
+                    let below = MemberStatus {
+                        member: "r".into(),
+                        status: "failed".into(),
+                    };
+                    task.no_answer_from("q", "timed_out", &[below]);
+                    Outcome::NoAnswer("q gave no answer".into())
+                }
+                "detach" => {
+                    task.detach("echo from the runtime").unwrap();
+                    Outcome::Completed("detached".into())
+                }
+                text => Outcome::Completed(format!("{text} ({} images)", input.images.len())),
+            }
+        })
+    }
+}
+
+/// Issue 34, "The embedder's API": every row of the runtime's side made
+/// through the library, and seen on the wire as the reference shows it: a
+/// delegation in a cancel's residue ("Residue items"), noAnswer and
+/// noAnswerBelow ("Task metadata"), a detached command's result and a
+/// report of lost commands as the session's own tasks ("A task the runtime
+/// starts itself"), and the images a task started with, read back whole.
+#[test]
+fn the_runtimes_agent_makes_every_field_through_the_library() {
+    use base64::Engine;
+    use murmur_door_host::tasks::{DetachedShell, own};
+
+    let (runtime, host) = library_host(EMBEDDED_DOOR, 1000, std::sync::Arc::new(RuntimeAgent));
+    let dir = TempDir::new("runtime-agent");
+    let manifest = dir.path().join("murmur.yaml");
+    std::fs::write(
+        &manifest,
+        "name: runtime\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n\
+         context: {images: {max_bytes: 64, max_per_turn: 2}}\n",
+    )
+    .unwrap();
+    let entry =
+        json!({"manifest": manifest, "listen": "127.0.0.1:0", "state": dir.path().join("state")});
+    let value: serde_yaml::Value = serde_json::from_value(entry).unwrap();
+    let entry = murmur_door_host::roster::Entry::parse(&value, dir.path(), "entry").unwrap();
+    let addr = runtime
+        .block_on(host.add(entry))
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
+    let session = host.session("runtime").unwrap();
+    let rpc = |method: &str, params: Value| -> Value {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        let headers = [("content-type", "application/json"), ("a2a-version", "1.0")];
+        request(&addr, "POST", "/", &headers, body.as_bytes()).json()["result"].clone()
+    };
+    let send = |parts: Value, immediately: bool| -> Value {
+        let message = json!({"messageId": format!("m{}", rand_suffix()), "role": "ROLE_USER", "parts": parts});
+        rpc(
+            "SendMessage",
+            json!({"message": message, "configuration": {"returnImmediately": immediately}}),
+        )["task"]
+            .clone()
+    };
+    let settled = |id: &str, state: &str| -> Value {
+        for _ in 0..1000 {
+            let task = rpc("GetTask", json!({"id": id}));
+            if task["status"]["state"] == state {
+                return task;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("task {id} never reached {state}");
+    };
+
+    // A delegation, listed by the cancel that ends it.
+    let delegating = send(json!([{"text": "delegate"}]), true);
+    let id = delegating["id"].as_str().unwrap().to_string();
+    settled(&id, "TASK_STATE_WORKING");
+    let mut delegation_id = None;
+    for _ in 0..1000 {
+        delegation_id = DELEGATED.get().cloned();
+        if delegation_id.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let delegation_id = delegation_id.expect("the agent delegated");
+    let canceled = rpc("CancelTask", json!({"id": id}));
+    assert_eq!(
+        canceled["artifacts"][0]["parts"][0]["data"],
+        json!({"kind": "delegation", "delegation_id": delegation_id, "capsule": "my-worker",
+               "version": "0.1.0", "child_session_id": "ses_019ed2af76b57c42912b612f07dd4d51",
+               "child_workdir": "/home/me/.murmur/children/my-worker-7b31de"})
+    );
+
+    // The answers a task lacks.
+    let lacking = send(json!([{"text": "lack"}]), false);
+    assert_eq!(lacking["status"]["state"], "TASK_STATE_FAILED");
+    assert_eq!(
+        lacking["metadata"],
+        json!({"murmur": {"noAnswer": true, "noAnswerBelow": [
+            {"member": "q", "status": "timed_out"}, {"member": "r", "status": "failed"}]}})
+    );
+
+    // A detached command's result, then a report of lost commands: tasks
+    // of the session's own.
+    let before = rpc("ListTasks", json!({}))["totalSize"].as_u64().unwrap();
+    send(json!([{"text": "detach"}]), false);
+    let mut tasks = rpc("ListTasks", json!({}));
+    for _ in 0..1000 {
+        if tasks["totalSize"].as_u64().unwrap() == before + 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        tasks = rpc("ListTasks", json!({}));
+    }
+    let result = settled(
+        tasks["tasks"][0]["id"].as_str().unwrap(),
+        "TASK_STATE_COMPLETED",
+    );
+    let text = result["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("detached command wrk_"), "{text}");
+    assert!(
+        text.ends_with(
+            " ended: exit status 0\n$ echo from the runtime\nstdout:\nfrom the runtime\n (0 images)"
+        ),
+        "{text}"
+    );
+    let lost = DetachedShell {
+        work_id: "wrk_1".into(),
+        binary: "/usr/bin/sleep".into(),
+        command: "sleep 30".into(),
+        started_at_ms: 17,
+    };
+    let report = runtime
+        .block_on(async { session.tasks.start_own(own::lost_commands(&[lost])) })
+        .unwrap();
+    let report = settled(&report.id, "TASK_STATE_COMPLETED");
+    assert_eq!(
+        report["artifacts"][0]["parts"][0]["text"],
+        "the last run lost 1 detached command; their results will not arrive\n\
+         wrk_1 started_at_ms 17: sleep 30\n (0 images)"
+    );
+
+    // The images a task started with, whole, in part order.
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    let gif = b"GIF89a..".to_vec();
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let looked = send(
+        json!([{"text": "look"}, {"raw": b64(&png), "mediaType": "image/png"},
+               {"raw": b64(&gif), "mediaType": "image/gif"}]),
+        false,
+    );
+    assert_eq!(
+        looked["artifacts"][0]["parts"][0]["text"],
+        "look (2 images)"
+    );
+    let images = session
+        .tasks
+        .images(looked["id"].as_str().unwrap())
+        .unwrap();
+    let images: Vec<(&str, &[u8])> = images
+        .iter()
+        .map(|i| (i.media_type.as_str(), i.bytes.as_slice()))
+        .collect();
+    assert_eq!(images, [("image/png", &png[..]), ("image/gif", &gif[..])]);
+}
+
+/// A suffix no other message of this process has.
+fn rand_suffix() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Whatever a swapped-in door keeps between requests, reuse carries none of

@@ -18,6 +18,7 @@ mod listing;
 mod messages;
 mod planes;
 mod resume;
+mod runtime;
 mod standalone;
 mod streams;
 mod swap;

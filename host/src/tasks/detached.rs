@@ -88,17 +88,24 @@ impl Hub {
         tokio::spawn(async move {
             let output = async { tokio::join!(tail(stdout), tail(stderr)) };
             tokio::pin!(output);
+            let mut read = None;
             let status = tokio::select! {
                 status = child.wait() => status,
                 // Its output closed first: wait for the exit alone.
-                _ = &mut output => child.wait().await,
+                both = &mut output => {
+                    read = Some(both);
+                    child.wait().await
+                }
             };
             reaped.store(true, Ordering::SeqCst);
             // What it wrote before it exited; a process it left behind
             // holding its output open is given a moment, not waited for.
-            let (out, err) = tokio::time::timeout(OUTPUT_GRACE, &mut output)
-                .await
-                .unwrap_or_default();
+            let (out, err) = match read {
+                Some(both) => both,
+                None => tokio::time::timeout(OUTPUT_GRACE, &mut output)
+                    .await
+                    .unwrap_or_default(),
+            };
             let Some(hub) = hub.upgrade() else { return };
             if let Err(e) = hub.store.detached_ended(&ran.work_id) {
                 tracing::error!(work = %ran.work_id, error = %e, "recording a detached command's end failed");

@@ -1,0 +1,271 @@
+//! The runtime's side of the door (issue 34): what the session itself
+//! produces reaches the wire as the reference shows it. A cancel lists the
+//! delegations it ends ("Residue items"); a task a member left unanswered
+//! says so ("Task metadata"); a detached command's result and a resumed
+//! launch's report of lost commands are tasks of the session ("A task the
+//! runtime starts itself"); images reach the agent ("Image parts").
+
+use crate::common;
+
+use std::time::Duration;
+
+use base64::Engine;
+use common::{Door, id, ids};
+use serde_json::{Value, json};
+
+const QUEUE: &str = "name: runtime\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n";
+
+/// Every task of the session, newest change first.
+fn listed(door: &Door) -> Vec<Value> {
+    door.result(None, "ListTasks", json!({}))["tasks"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Waits for the session to hold `count` tasks, and answers them.
+fn until_listed(door: &Door, count: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let tasks = listed(door);
+        if tasks.len() >= count {
+            return tasks;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} tasks, not {count}: {tasks:?}",
+            tasks.len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// "Residue items": a cancelled task's residue artifact carries each
+/// delegation it ends as one data part, its five keys in the reference's
+/// order; murmur.StopSession lists the same item (its keys sorted).
+#[test]
+fn a_cancel_lists_each_delegation_it_ends() {
+    let door = Door::start(QUEUE);
+    let task = door.send_task(
+        None,
+        "delegate my-worker 0.1.0\nsleep 20000",
+        json!({"configuration": {"returnImmediately": true}}),
+    );
+    let task_id = id(&task);
+    door.wait_state(None, &task_id, "TASK_STATE_WORKING");
+    // The script records the delegation as it starts; give it the moment.
+    std::thread::sleep(Duration::from_millis(100));
+    let canceled = door.result(None, "CancelTask", json!({"id": task_id}));
+    let artifact = &canceled["artifacts"][0];
+    assert_eq!(artifact["artifactId"], "residue");
+    let data = &artifact["parts"][0]["data"];
+    let keys: Vec<&str> = data
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "kind",
+            "delegation_id",
+            "capsule",
+            "version",
+            "child_session_id",
+            "child_workdir"
+        ]
+    );
+    assert_eq!(data["kind"], "delegation");
+    assert_eq!(data["capsule"], "my-worker");
+    assert_eq!(data["version"], "0.1.0");
+    let delegation_id = data["delegation_id"].as_str().unwrap();
+    assert!(
+        delegation_id.starts_with("dlg_") && delegation_id.len() == 36,
+        "{data}"
+    );
+    assert!(
+        data["child_session_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("ses_"),
+        "{data}"
+    );
+    assert!(
+        data["child_workdir"].as_str().unwrap().starts_with('/'),
+        "{data}"
+    );
+    assert_eq!(artifact["parts"][0]["mediaType"], "application/json");
+    assert_eq!(artifact["parts"].as_array().unwrap().len(), 1);
+
+    // Through murmur.StopSession: the item, as the stop lists it.
+    let task = door.send_task(
+        None,
+        "delegate my-worker 0.2.0\nsleep 20000",
+        json!({"configuration": {"returnImmediately": true}}),
+    );
+    door.wait_state(None, &id(&task), "TASK_STATE_WORKING");
+    std::thread::sleep(Duration::from_millis(100));
+    let stopped = door.result(None, "murmur.StopSession", json!({}));
+    let residue = stopped["residue"].as_array().unwrap();
+    assert_eq!(residue.len(), 1, "{stopped}");
+    let keys: Vec<&str> = residue[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "capsule",
+            "child_session_id",
+            "child_workdir",
+            "delegation_id",
+            "kind",
+            "version"
+        ]
+    );
+    assert_eq!(residue[0]["version"], "0.2.0");
+    // Ended by the stop: a second stop has nothing left.
+    assert_eq!(
+        door.result(None, "murmur.StopSession", json!({}))["residue"],
+        json!([])
+    );
+}
+
+/// "Task metadata": a task a member ended with end-without-answer is
+/// failed with `noAnswer: true`, and `noAnswerBelow` names the members
+/// that gave none; neither is there on a live task or an ordinary one.
+#[test]
+fn a_task_says_which_answers_it_lacks_once_it_ends() {
+    let door = Door::start(QUEUE);
+    let task = door.send_task(
+        None,
+        "no-answer q timed_out\nsleep 300\nend-without-answer q gave no answer",
+        json!({"configuration": {"returnImmediately": true}}),
+    );
+    let task_id = id(&task);
+    let working = door.wait_state(None, &task_id, "TASK_STATE_WORKING");
+    assert_eq!(working.get("metadata"), None, "{working}");
+    let failed = door.wait_state(None, &task_id, "TASK_STATE_FAILED");
+    let context_id = failed["contextId"].as_str().unwrap();
+    assert_eq!(
+        failed,
+        json!({
+            "id": task_id,
+            "contextId": context_id,
+            "status": {
+                "state": "TASK_STATE_FAILED",
+                "message": {
+                    "messageId": format!("msg_{task_id}_status"),
+                    "contextId": context_id,
+                    "taskId": task_id,
+                    "role": "ROLE_AGENT",
+                    "parts": [{"text": "q gave no answer", "mediaType": "text/plain"}],
+                },
+                "timestamp": failed["status"]["timestamp"],
+            },
+            "metadata": {"murmur": {"noAnswer": true,
+                                    "noAnswerBelow": [{"member": "q", "status": "timed_out"}]}},
+        })
+    );
+    // A completed task keeps its response, and only says what it lacks.
+    let completed = door.send_task(None, "no-answer r failed\nreply partial", json!({}));
+    assert_eq!(completed["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(completed["artifacts"][0]["parts"][0]["text"], "partial");
+    assert_eq!(
+        completed["metadata"],
+        json!({"murmur": {"noAnswerBelow": [{"member": "r", "status": "failed"}]}})
+    );
+    let plain = door.send_task(None, "reply fine", json!({}));
+    assert_eq!(plain.get("metadata"), None, "{plain}");
+}
+
+/// "A task the runtime starts itself": a detached command's result is a
+/// task of the session from the moment the command ends: listed, and
+/// answered by the agent (the script agent completes with the text).
+#[test]
+fn a_detached_commands_result_is_a_task() {
+    let door = Door::start(QUEUE);
+    let started = door.send_task(None, "detach sleep 0.3; echo built\nreply ok", json!({}));
+    let work_id = started["metadata"]["murmur"]["runningCommands"][0]["workId"]
+        .as_str()
+        .expect("the command still runs")
+        .to_string();
+    let tasks = until_listed(&door, 2);
+    let result = tasks.iter().find(|t| t["id"] != started["id"]).unwrap();
+    let result = door.wait_state(None, &id(result), "TASK_STATE_COMPLETED");
+    assert_eq!(
+        result["artifacts"][0]["parts"][0]["text"],
+        format!(
+            "detached command {work_id} ended: exit status 0\n$ sleep 0.3; echo built\nstdout:\nbuilt\n"
+        )
+    );
+    // Nothing runs any more.
+    assert_eq!(
+        door.result(None, "murmur.StopSession", json!({}))["residue"],
+        json!([])
+    );
+}
+
+/// "A task the runtime starts itself": a launch that resumes the session
+/// after a crash reports, as a task of its own from the start, the
+/// detached commands its last run left running.
+#[test]
+fn a_resumed_launch_reports_the_commands_it_lost() {
+    let door = Door::start(QUEUE);
+    // A command this test alone runs, to find it again.
+    let marker = format!(
+        "sleep {}.{}",
+        40 + std::process::id() % 10,
+        std::process::id()
+    );
+    let started = door.send_task(None, &format!("detach {marker}\nreply ok"), json!({}));
+    let lost = started["metadata"]["murmur"]["runningCommands"][0].clone();
+    let work_id = lost["workId"].as_str().unwrap().to_string();
+    let door = door.restart(&["--resume"]);
+    let tasks = listed(&door);
+    assert_eq!(ids(&json!({"tasks": tasks})).len(), 2, "{tasks:?}");
+    let report = door.wait_state(None, &id(&tasks[0]), "TASK_STATE_COMPLETED");
+    let text = report["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("the last run lost 1 detached command; their results will not arrive")
+    );
+    let line = lines.next().unwrap();
+    assert!(
+        line.starts_with(&format!("{work_id} started_at_ms ")),
+        "{text}"
+    );
+    assert!(line.ends_with(&format!(": {marker}")), "{text}");
+    assert_eq!(lines.next(), None);
+    // The orphan the crash left: gone with the test.
+    let _ = std::process::Command::new("pkill")
+        .args(["-f", &marker])
+        .status();
+    // A second resume has nothing more to report.
+    let door = door.restart(&["--resume"]);
+    assert_eq!(listed(&door).len(), 2);
+}
+
+/// "Image parts": the agent receives a message's images, in part order
+/// (the script agent says how many and of which types).
+#[test]
+fn the_agent_receives_the_images() {
+    let door = Door::start(
+        "name: runtime\nversion: 0.1.0\ncontext: {images: {max_bytes: 64, max_per_turn: 2}}\n",
+    );
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let parts = json!([
+        {"text": "images"},
+        {"raw": b64(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"), "mediaType": "image/png"},
+        {"raw": b64(b"GIF89a.."), "mediaType": "image/gif"},
+    ]);
+    let task = door.send_task(None, "", json!({"message": {"parts": parts}}));
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"],
+        "images: 2 (image/png, image/gif)"
+    );
+}
