@@ -8,7 +8,6 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
 use crate::extensions;
-use crate::message::MAX_REFERENCES;
 
 const ERROR_INFO: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 const A2A_DOMAIN: &str = "a2a-protocol.org";
@@ -381,8 +380,11 @@ pub enum InvalidParams<'a> {
     /// taskId or contextId that is not a string.
     MessageField(&'a str),
     References,
-    /// referenceTaskIds naming this many distinct tasks, past 16.
-    TooManyReferences(usize),
+    /// referenceTaskIds naming more distinct tasks than the most it may.
+    TooManyReferences {
+        names: usize,
+        most: usize,
+    },
     ReturnImmediately,
 
     // "forgetSession": its table, word for word.
@@ -462,8 +464,8 @@ impl InvalidParams<'_> {
                 "Invalid params: message.referenceTaskIds must be an array of non-empty strings"
                     .into()
             }
-            P::TooManyReferences(n) => format!(
-                "Invalid params: message.referenceTaskIds names {n} distinct tasks; at most {MAX_REFERENCES}"
+            P::TooManyReferences { names, most } => format!(
+                "Invalid params: message.referenceTaskIds names {names} distinct tasks; at most {most}"
             ),
             P::ReturnImmediately => "configuration.returnImmediately must be a boolean".into(),
 

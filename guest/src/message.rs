@@ -199,7 +199,10 @@ fn references(message: &Map<String, Value>) -> Result<Vec<String>, RpcError> {
         }
     }
     if ids.len() > MAX_REFERENCES {
-        return Err(invalid(InvalidParams::TooManyReferences(ids.len())));
+        return Err(invalid(InvalidParams::TooManyReferences {
+            names: ids.len(),
+            most: MAX_REFERENCES,
+        }));
     }
     Ok(ids)
 }

@@ -1,7 +1,7 @@
 //! The check order natively ("What the door answers"): what each step asks of
 //! the imports and when it reads the body, which end-to-end tests cannot see.
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 

@@ -10,10 +10,10 @@
 //! CI runs `FUZZ_CASES` cases (default 20,000) from a fixed seed. A long run:
 //!
 //! ```sh
-//! FUZZ_SECONDS=600 FUZZ_SEED=$RANDOM cargo test --release -p murmur-door-guest --test fuzz -- --nocapture
+//! FUZZ_SECONDS=600 FUZZ_SEED=$RANDOM cargo test --release -p murmur-door-guest --test door fuzz:: -- --nocapture
 //! ```
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! socket, with the exact status, headers, code, message and ErrorInfo the
 //! end-to-end tests in `tests/front_door.rs` assert.
 
-mod common;
+use crate::common;
 
 use common::{
     FakeHost, a2a_error, answer, assert_refusal, assert_rpc_error, invalid, post, request, rpc,

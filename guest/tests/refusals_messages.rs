@@ -4,7 +4,7 @@
 //! `tests/messages.rs` assert, and that a refused message starts no task and
 //! delivers nothing.
 
-mod common;
+use crate::common;
 
 use base64::Engine;
 use common::{FakeHost, a2a_error, call, invalid};

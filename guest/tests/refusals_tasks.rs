@@ -4,7 +4,7 @@
 //! and `tests/streams.rs` assert, against tasks the fake host holds in the
 //! state each refusal names.
 
-mod common;
+use crate::common;
 
 use common::{FakeHost, a2a_error, call, invalid};
 use murmur_door_guest::model::TaskState;

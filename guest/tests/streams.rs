@@ -2,7 +2,7 @@
 //! extension): the exact SSE bytes the door writes for what the event log
 //! delivers.
 
-mod common;
+use crate::common;
 
 use common::{FakeHost, event, post};
 use murmur_door_guest::model::{Delivery, Event, EventBody, Status, TaskState};

@@ -2,8 +2,6 @@
 //! ephemeral port and speaks raw HTTP/1.1 to it, so every header line is
 //! exactly what the test wrote.
 
-#![allow(dead_code)]
-
 pub mod rpc;
 pub mod setup;
 

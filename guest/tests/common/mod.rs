@@ -1,8 +1,6 @@
 //! An in-memory host for the door's native tests: the session, tokens and a
 //! task store that records every call, so tests see what the door asked.
 
-#![allow(dead_code)]
-
 use std::cell::{Cell, RefCell};
 
 use std::collections::VecDeque;

@@ -212,7 +212,7 @@ fn copy_queued(queued: &Receiver<Arc<Log>>) {
 
 /// Syncs the database file through `conn`'s own handle on it (SQLite's
 /// `xSync`). A descriptor of our own would not do: closing it would drop
-/// the process's lock on the file (`open::VFS`).
+/// the process's lock on the file (`file::VFS`).
 pub(super) fn sync_file(conn: &Connection) -> bool {
     use rusqlite::ffi;
     let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
@@ -240,7 +240,7 @@ pub(super) fn sync_file(conn: &Connection) -> bool {
 }
 
 fn open(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = super::open::open_file(path)?;
+    let conn = super::file::open_file(path)?;
     // Its checkpoints sync the log, then the file, as the writer's did.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     Ok(conn)

@@ -19,14 +19,16 @@
 //! is written to the session row in the same transaction, so ids keep
 //! increasing across `--resume`.
 //!
-//! Opening the file (`open`), its tables (`schema`), the reads and writes
-//! (`queries`), who sees a task (`visibility`), the conversions between
-//! columns and the generated types (`codecs`) and the copying of the log into
-//! the file, off the writer's connection (`checkpoint`), are modules of their
-//! own; this one holds the store and the records the hub writes with.
+//! Opening the file (`open`) and each connection to it (`file`), its tables
+//! (`schema`), the reads and writes (`queries`), who sees a task
+//! (`visibility`), the conversions between columns and the generated types
+//! (`codecs`) and the copying of the log into the file, off the writer's
+//! connection (`checkpoint`), are modules of their own; this one holds the
+//! store and the records the hub writes with.
 
 mod checkpoint;
 mod codecs;
+mod file;
 mod open;
 mod queries;
 mod readers;

@@ -173,27 +173,10 @@ fn create(path: &Path, now_ms: i64) -> anyhow::Result<Store> {
     Ok(store)
 }
 
-/// The VFS every connection of the store opens its file with: SQLite's
-/// unix one, but for its locks. The first connection locks the file for
-/// this process, for as long as the process has it open, and the log's
-/// index lives in the process's memory, not in a `-shm` file. The store's
-/// connections (its writer, its readers, its checkpoints) then coordinate
-/// in memory: a read takes no file lock, where with the file locked a read
-/// at a time, two readers were each other's main wait (a mutex held
-/// across two fcntl calls a read). Another program cannot open the file
-/// while the door has it, as with the state directory's lock; a crash lets
-/// go of both with the process, and the next launch rebuilds the index
-/// from the log.
-pub(super) const VFS: &std::ffi::CStr = c"unix-excl";
-
-/// Opens the store's file, creating it, with the store's [`VFS`].
-pub(super) fn open_file(path: &Path) -> rusqlite::Result<Connection> {
-    Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), VFS)
-}
-
 /// Opens a database file, creating it, that only its owner can read.
 fn open_private(path: &Path) -> anyhow::Result<Connection> {
-    let conn = open_file(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let conn =
+        super::file::open_file(path).with_context(|| format!("cannot open {}", path.display()))?;
     // The record is the session's own: only its owner reads it. SQLite gives
     // its log files the same mode.
     fs::set_permissions(path, fs::Permissions::from_mode(0o600))
@@ -217,8 +200,8 @@ pub(super) fn connect(path: &Path) -> anyhow::Result<Connection> {
     //
     // Not SQLite's exclusive locking mode: the store's checkpoint thread
     // and its readers use connections of their own (see `checkpoint` and
-    // `readers`), which the mode would lock out. [`VFS`] locks the file for
-    // the process instead.
+    // `readers`), which the mode would lock out. Their VFS
+    // (`file::VFS`) locks the file for the process instead.
     conn.pragma_update(None, "journal_mode", "WAL")
         .context("enabling WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;

@@ -138,9 +138,9 @@ impl Drop for Reader<'_> {
 
 /// A connection that only reads. Not opened read-only: SQLite gives a
 /// read-only connection the file locks that the store's VFS spares the
-/// others (`open::VFS`).
+/// others (`file::VFS`).
 fn open(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = super::open::open_file(path)?;
+    let conn = super::file::open_file(path)?;
     conn.pragma_update(None, "query_only", true)?;
     super::schema::keep_statements(&conn)?;
     Ok(conn)

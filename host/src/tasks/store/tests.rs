@@ -625,7 +625,7 @@ fn the_log_is_copied_off_the_writer_and_stays_bounded() {
     // Another connection of the process reads every committed task while
     // the session runs.
     let count = || {
-        super::open::open_file(&path)
+        super::file::open_file(&path)
             .unwrap()
             .query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get::<_, i64>(0))
     };
@@ -646,7 +646,7 @@ fn the_thread_syncs_the_file_through_sqlite() {
     store
         .insert(&record(Owner::Public, "ctx_a", TaskState::Submitted), 2, 0)
         .unwrap();
-    let conn = super::open::open_file(&dir.path().join(super::open::SESSION_DB)).unwrap();
+    let conn = super::file::open_file(&dir.path().join(super::open::SESSION_DB)).unwrap();
     assert!(super::checkpoint::sync_file(&conn));
     let memory = rusqlite::Connection::open_in_memory().unwrap();
     assert!(!super::checkpoint::sync_file(&memory));
