@@ -18,8 +18,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
+use wasmtime::Store;
 use wasmtime_wasi_http::WasiHttpView;
-use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::admission::{self, Admission, Caller, Slot};
@@ -28,7 +29,7 @@ use crate::card_cache;
 use crate::connections::{self, Busy, Connections, Throttled, WriteDeadline};
 use crate::control::{self, ControlToken};
 use crate::cpu;
-use crate::engine::{self, Door};
+use crate::engine::{self, Door, DoorInstance};
 use crate::idle::{Idle, Kept, Owner};
 use crate::imports::request_body::BoxedBody;
 use crate::memory::{self, MemoryLimit, MemoryPool};
@@ -37,7 +38,7 @@ use crate::one_call;
 use crate::planes;
 use crate::proxies::TrustedProxies;
 use crate::redeems::{self, Redeems};
-use crate::request::{self, Limits, Stores};
+use crate::request::{self, Limits, RequestState, Stores};
 use crate::session::Session;
 use crate::swap::{self, Doors, Serving};
 
@@ -657,27 +658,84 @@ impl Server {
     {
         #[cfg(feature = "native-door")]
         if self.native {
-            let (parts, body) = request.into_parts();
-            let body = body.collect().await.map_err(|e| {
-                Failure::Guest(format!("the request body could not be read: {e}"), None)
-            })?;
-            let request = Request::from_parts(parts, body.to_bytes());
-            let response = crate::native::answer(self.stores.session.clone(), request).await;
-            tally.release();
-            drop((serving, slot));
-            return Ok(response.map(|body| Answer {
-                body,
-                door: None,
-                _busy: None,
-                probe: None,
-                stream: None,
-                bytes: None,
-            }));
+            return self.run_native(request, serving, slot, tally).await;
         }
+        let (parts, body) = self.addressed(request);
+        // A request on a plane finds that plane's directories preopened, on
+        // an instance that serves only that plane.
+        let exports = self.stores.session.planes.of(parts.uri.path());
+        let owner = owner.on_plane(exports.and(planes::plane_of(parts.uri.path())));
+        let (store, instance, uses) = self.take_instance(&owner, &serving, exports);
+        let memory = store.data().memory.refused();
+        let changed = store.data().door.changed.clone();
+        // Out of memory before it changed the session, the door refused the
+        // request; after, it had accepted it (-32603).
+        let memory = move || {
+            (!changed.load(std::sync::atomic::Ordering::Relaxed))
+                .then(|| memory.get().copied())
+                .flatten()
+        };
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let failed = Failed::default();
+        let span = tracing::Span::current();
+        let run = Run {
+            serving,
+            owner,
+            store,
+            instance,
+            uses,
+            slot,
+            held: tally,
+            failure: failed.clone(),
+            idle: self.shared.idle.clone(),
+            session: self.stores.session.clone(),
+        };
+        // The door runs on the request's task until it answers (see
+        // `DoorRun`); one still running then goes on in a task of its own, so
+        // a body it streams can outlive the response head.
+        let door = DoorRun::new(run.door(parts, body, sender).instrument(span.clone()));
+        answered(door, receiver, failed, span, memory).await
+    }
+
+    /// The native baseline's answer (a benchmark-only build): the same
+    /// rules, compiled into the host, with no sandbox.
+    #[cfg(feature = "native-door")]
+    async fn run_native<B>(
+        &self,
+        request: Request<B>,
+        serving: Serving,
+        slot: Slot,
+        tally: Tally,
+    ) -> Result<Response<Answer>, Failure>
+    where
+        B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
+    {
+        let (parts, body) = request.into_parts();
+        let body = body.collect().await.map_err(|e| {
+            Failure::Guest(format!("the request body could not be read: {e}"), None)
+        })?;
+        let request = Request::from_parts(parts, body.to_bytes());
+        let response = crate::native::answer(self.stores.session.clone(), request).await;
+        tally.release();
+        drop((serving, slot));
+        Ok(response.map(|body| Answer {
+            body,
+            door: None,
+            _busy: None,
+            probe: None,
+            stream: None,
+            bytes: None,
+        }))
+    }
+
+    /// The request's head, with an authority `wasi:http` can read, and its
+    /// body boxed: a request without a usable Host (HTTP/1.0, a malformed
+    /// value) reaches the door as sent to this listener.
+    fn addressed<B>(&self, request: Request<B>) -> (hyper::http::request::Parts, BoxedBody)
+    where
+        B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
+    {
         let (mut parts, body) = request.into_parts();
-        // wasi:http needs an authority; a request without a usable Host
-        // (HTTP/1.0, a malformed value) reaches the door as sent to this
-        // listener.
         let host_usable = parts
             .headers
             .get(hyper::header::HOST)
@@ -687,16 +745,20 @@ impl Server {
                 .headers
                 .insert(hyper::header::HOST, self.listener_authority.clone());
         }
-        let body: BoxedBody = body.boxed_unsync();
+        (parts, body.boxed_unsync())
+    }
 
-        // A request on a plane finds that plane's directories preopened, on
-        // an instance that serves only that plane: the ones its instance
-        // last had while they are still what the exports name, else opened
-        // anew.
-        let exports = self.stores.session.planes.of(parts.uri.path());
-        let owner = owner.on_plane(exports.and(planes::plane_of(parts.uri.path())));
-        let kept = self.shared.idle.take(&owner, &self.stores.session);
-        let (mut store, instance, uses) = match kept {
+    /// A store for `owner`'s request on the door version `serving` holds:
+    /// the one its last request left, with its instance, or a fresh one (no
+    /// instance yet). On a plane (`exports`), its preopens are the ones it
+    /// kept while they are still what the exports name, else opened anew.
+    fn take_instance(
+        &self,
+        owner: &Owner,
+        serving: &Serving,
+        exports: Option<&planes::Exports>,
+    ) -> (Store<RequestState>, Option<DoorInstance>, u32) {
+        let (mut store, instance, uses) = match self.shared.idle.take(owner, &self.stores.session) {
             Some(Kept {
                 mut store,
                 instance,
@@ -726,146 +788,174 @@ impl Server {
             }
         }
         store.data_mut().door.framer = serving.live().framer(&self.stores);
-        let memory = store.data().memory.refused();
-        let changed = store.data().door.changed.clone();
-        // Out of memory before it changed the session, the door refused the
-        // request; after, it had accepted it (-32603).
-        let memory = move || {
-            (!changed.load(std::sync::atomic::Ordering::Relaxed))
-                .then(|| memory.get().copied())
-                .flatten()
-        };
-        let (sender, mut receiver) = tokio::sync::oneshot::channel();
+        (store, instance, uses)
+    }
+}
 
-        // The door runs on the request's task until it answers (see
-        // `DoorRun`); one still running then goes on in a task of its own, so
-        // a body it streams can outlive the response head. The run holds the
-        // door version until the guest returns, after the body's last write:
-        // a stream opened on one version finishes on it, whatever was
-        // swapped in meanwhile.
+/// The head a door sends for its request, or the error code it answers.
+type Head = Result<Response<HyperOutgoingBody>, ErrorCode>;
+type HeadSender = tokio::sync::oneshot::Sender<Head>;
+
+/// One request's run of its door: its instance (taken, or made now), the
+/// call, and then the instance kept for its caller's next request or
+/// dropped. It holds the door version until the guest returns, after the
+/// body's last write: a stream opened on one version finishes on it,
+/// whatever was swapped in meanwhile.
+struct Run {
+    serving: Serving,
+    owner: Owner,
+    store: Store<RequestState>,
+    /// None: instantiated in the run.
+    instance: Option<DoorInstance>,
+    uses: u32,
+    slot: Slot,
+    /// What the request's body holds, released with the instance.
+    held: Tally,
+    /// Why the door failed, for the body it may have begun.
+    failure: Failed,
+    idle: Arc<Idle>,
+    session: Arc<Session>,
+}
+
+impl Run {
+    /// Runs the door on the request, its head sent through `sender`.
+    async fn door(
+        self,
+        parts: hyper::http::request::Parts,
+        body: BoxedBody,
+        sender: HeadSender,
+    ) -> wasmtime::Result<()> {
+        let Run {
+            serving,
+            owner,
+            mut store,
+            instance,
+            uses,
+            slot,
+            held,
+            failure,
+            idle,
+            session,
+        } = self;
         let meter = store.data().cpu.clone();
-        let failed = Failed::default();
-        let failure = failed.clone();
-        let held = tally.clone();
-        let span = tracing::Span::current();
-        let guard_span = span.clone();
-        let idle = self.shared.idle.clone();
-        let session = self.stores.session.clone();
-        let mut door = DoorRun::new(
-            async move {
-                let door = async {
-                    let instance = match instance {
-                        Some(instance) => instance,
-                        None => {
-                            let door = &serving.live().door;
-                            match door.instantiate(&mut store).await {
-                                // Instances kept idle give way to a request
-                                // (a pool sized without room for them).
-                                Err(e)
-                                    if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
-                                        .is_some()
-                                        && idle.clear() > 0 =>
-                                {
-                                    door.instantiate(&mut store).await?
-                                }
-                                instantiated => instantiated?,
-                            }
+        let door = async {
+            let instance = match instance {
+                Some(instance) => instance,
+                None => {
+                    let door = &serving.live().door;
+                    match door.instantiate(&mut store).await {
+                        // Instances kept idle give way to a request (a pool
+                        // sized without room for them).
+                        Err(e)
+                            if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                                .is_some()
+                                && idle.clear() > 0 =>
+                        {
+                            door.instantiate(&mut store).await?
                         }
-                    };
-                    // One call when the door exports it; through
-                    // wasi:http otherwise (an older door).
-                    match &instance.answers {
-                        Some(answers) => {
-                            one_call::answer(answers, &mut store, &parts, body, sender).await?;
-                        }
-                        None => {
-                            let request = Request::from_parts(parts, body);
-                            let mut http = store.data_mut().http();
-                            let incoming = http.new_incoming_request(Scheme::Http, request)?;
-                            let outparam = http.new_response_outparam(sender)?;
-                            instance
-                                .proxy
-                                .wasi_http_incoming_handler()
-                                .call_handle(&mut store, incoming, outparam)
-                                .await?;
-                        }
+                        instantiated => instantiated?,
                     }
-                    Ok::<_, wasmtime::Error>(instance)
-                };
-                let answered = cpu::metered(&meter, door).await;
-                tracing::debug!(door = serving.live().version, uses, "door instance done");
-                let answered = match answered {
-                    // Kept for its caller's next request, unless the
-                    // session is closing.
-                    Ok(instance) if !session.tasks.closing() => {
-                        let uses = uses + 1;
-                        idle.keep(
-                            owner,
-                            Kept {
-                                store,
-                                instance,
-                                uses,
-                            },
-                        );
-                        Ok(())
-                    }
-                    Ok(_) => {
-                        drop(store);
-                        Ok(())
-                    }
-                    Err(trap) => {
-                        // Before the store (and with it the body's sender) drops.
-                        let _ = failure.set(format!("{trap:#}"));
-                        drop(store);
-                        Err(trap)
-                    }
-                };
-                // The instance and what its body took are released together.
-                held.release();
-                drop(slot);
-                answered
+                }
+            };
+            // One call when the door exports it; through wasi:http
+            // otherwise (an older door).
+            match &instance.answers {
+                Some(answers) => {
+                    one_call::answer(answers, &mut store, &parts, body, sender).await?;
+                }
+                None => {
+                    let request = Request::from_parts(parts, body);
+                    let mut http = store.data_mut().http();
+                    let incoming = http.new_incoming_request(Scheme::Http, request)?;
+                    let outparam = http.new_response_outparam(sender)?;
+                    instance
+                        .proxy
+                        .wasi_http_incoming_handler()
+                        .call_handle(&mut store, incoming, outparam)
+                        .await?;
+                }
             }
-            .instrument(span),
-        );
-
-        let (head, done) = tokio::select! {
-            biased;
-            // A door that returned has answered or never will.
-            done = &mut door => (receiver.await, Some(done)),
-            head = &mut receiver => (head, None),
+            Ok::<_, wasmtime::Error>(instance)
         };
-        match head {
-            Ok(Ok(response)) => {
-                let task = done.is_none().then(|| door.detach()).flatten();
-                let door = DoorBody {
-                    failed,
-                    task: task.map(|task| task.abort_handle()),
-                    span: guard_span,
+        let answered = cpu::metered(&meter, door).await;
+        tracing::debug!(door = serving.live().version, uses, "door instance done");
+        let answered = match answered {
+            // Kept for its caller's next request, unless the session is
+            // closing.
+            Ok(instance) if !session.tasks.closing() => {
+                let kept = Kept {
+                    store,
+                    instance,
+                    uses: uses + 1,
                 };
-                Ok(response.map(|body| Answer {
-                    body,
-                    door: Some(door),
-                    _busy: None,
-                    probe: None,
-                    stream: None,
-                    bytes: None,
-                }))
+                idle.keep(owner, kept);
+                Ok(())
             }
-            Ok(Err(code)) => Err(Failure::Guest(
-                format!("the door answered an error: {code:?}"),
-                memory(),
-            )),
-            Err(_) => {
-                let done = match done {
-                    Some(done) => done,
-                    None => door.await,
-                };
-                let why = match done {
-                    Ok(()) => "the door returned without answering".to_string(),
-                    Err(trap) => format!("{trap:#}"),
-                };
-                Err(Failure::Guest(why, memory()))
+            Ok(_) => {
+                drop(store);
+                Ok(())
             }
+            Err(trap) => {
+                // Before the store (and with it the body's sender) drops.
+                let _ = failure.set(format!("{trap:#}"));
+                drop(store);
+                Err(trap)
+            }
+        };
+        // The instance and what its body took are released together.
+        held.release();
+        drop(slot);
+        answered
+    }
+}
+
+/// The response to a request once its door has sent a head (a door still
+/// running then goes on in a task of its own, which the body's end
+/// aborts), or the failure when it returned or trapped without one.
+async fn answered(
+    mut door: DoorRun,
+    mut receiver: tokio::sync::oneshot::Receiver<Head>,
+    failed: Failed,
+    span: tracing::Span,
+    memory: impl Fn() -> Option<MemoryLimit>,
+) -> Result<Response<Answer>, Failure> {
+    let (head, done) = tokio::select! {
+        biased;
+        // A door that returned has answered or never will.
+        done = &mut door => (receiver.await, Some(done)),
+        head = &mut receiver => (head, None),
+    };
+    match head {
+        Ok(Ok(response)) => {
+            let task = done.is_none().then(|| door.detach()).flatten();
+            let door = DoorBody {
+                failed,
+                task: task.map(|task| task.abort_handle()),
+                span,
+            };
+            Ok(response.map(|body| Answer {
+                body,
+                door: Some(door),
+                _busy: None,
+                probe: None,
+                stream: None,
+                bytes: None,
+            }))
+        }
+        Ok(Err(code)) => Err(Failure::Guest(
+            format!("the door answered an error: {code:?}"),
+            memory(),
+        )),
+        Err(_) => {
+            let done = match done {
+                Some(done) => done,
+                None => door.await,
+            };
+            let why = match done {
+                Ok(()) => "the door returned without answering".to_string(),
+                Err(trap) => format!("{trap:#}"),
+            };
+            Err(Failure::Guest(why, memory()))
         }
     }
 }
