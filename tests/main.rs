@@ -17,6 +17,7 @@ mod launch;
 mod listing;
 mod messages;
 mod planes;
+mod public_url;
 mod resume;
 mod runtime;
 mod standalone;

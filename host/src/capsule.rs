@@ -34,7 +34,8 @@ pub struct CapsuleConfig {
 pub struct Capsule {
     pub server: Arc<Server>,
     pub session: Arc<Session>,
-    /// Where it answers: its card's `supportedInterfaces[0].url`.
+    /// Where it listens, `http://ADDR`: its card's
+    /// `supportedInterfaces[0].url` unless it has a public URL.
     pub url: String,
     /// The id of the launch's own task, when this launch started one.
     pub launch_task: Option<String>,
@@ -61,6 +62,7 @@ impl Capsule {
                     workdir,
                     task,
                     listen,
+                    public_url,
                     state,
                     tokens_file,
                     control_token_file,
@@ -75,9 +77,10 @@ impl Capsule {
             .await
             .with_context(|| format!("listening on {listen}"))?;
         let url = listener_url(listener.local_addr()?);
+        // The card names the public URL when there is one.
+        let card_url = public_url.unwrap_or_else(|| url.clone());
         let session = Arc::new(
-            Session::start(&manifest, url.clone(), opened.store, agent, replay)?
-                .with_workdir(workdir),
+            Session::start(&manifest, card_url, opened.store, agent, replay)?.with_workdir(workdir),
         );
         // The tokens are on disk before the door answers anyone.
         session

@@ -96,6 +96,12 @@ enum Command {
         /// The address to listen on; port 0 picks a free one.
         #[arg(long, default_value = "127.0.0.1:41873")]
         listen: SocketAddr,
+        /// Where clients reach the door from outside (behind a TLS terminator
+        /// or a proxy): the card's url and every absolute URL the door
+        /// writes. http or https, no query or fragment. Default: the
+        /// listener's own address
+        #[arg(long, value_name = "URL", value_parser = roster::public_url)]
+        public_url: Option<String>,
         /// The session's state directory.
         #[arg(long, default_value = ".murmur-door")]
         state: PathBuf,
@@ -386,6 +392,7 @@ fn main() -> ExitCode {
             task,
             task_file,
             listen,
+            public_url,
             state,
             tokens_file,
             resume,
@@ -414,6 +421,7 @@ fn main() -> ExitCode {
                     workdir,
                     task,
                     listen,
+                    public_url,
                     state_key: state.clone(),
                     state,
                     tokens_file,

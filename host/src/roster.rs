@@ -47,6 +47,10 @@ pub struct Entry {
     /// `task.md` or `input.txt` in the workdir (see [`launch_task`]).
     pub task: Option<String>,
     pub listen: SocketAddr,
+    /// Where clients reach the door from outside (a TLS terminator, a
+    /// proxy): the card's `supportedInterfaces[0].url` and every absolute
+    /// URL the door writes. None: the listener's own address.
+    pub public_url: Option<String>,
     pub state: PathBuf,
     /// `state` resolved, so two spellings of one directory compare equal.
     pub state_key: PathBuf,
@@ -56,6 +60,29 @@ pub struct Entry {
     /// Instances of the host's pool this capsule may hold at once, when not
     /// the host's `--capsule-instances`.
     pub instances: Option<u32>,
+}
+
+/// A public URL as the card will name it: `http` or `https`, a host, no
+/// query, fragment or credentials, and no trailing `/` (the door appends
+/// its paths to it). The error says what is wrong.
+pub fn public_url(text: &str) -> Result<String, String> {
+    let uri: hyper::Uri = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => return Err(format!("{text:?} is not an http or https URL")),
+    }
+    let authority = uri
+        .authority()
+        .ok_or_else(|| format!("{text:?} names no host"))?;
+    if authority.host().is_empty() || authority.as_str().contains('@') {
+        return Err(format!("{text:?} must name a host, and no credentials"));
+    }
+    if uri.query().is_some() || text.contains('#') {
+        return Err(format!("{text:?} must have no query or fragment"));
+    }
+    Ok(text.trim_end_matches('/').to_string())
 }
 
 /// The directory that holds a manifest: a capsule's workdir by default.
@@ -244,6 +271,7 @@ impl Entry {
                 "manifest",
                 "workdir",
                 "listen",
+                "public_url",
                 "state",
                 "tokens_file",
                 "control_token_file",
@@ -270,6 +298,13 @@ impl Entry {
             Some(v) => base.join(path(Some(v), at, "workdir")?),
         };
         let listen = address(map.get("listen"), at, "listen")?;
+        let public_url = match map.get("public_url") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(url)) => {
+                Some(public_url(url).map_err(|why| error(at, "public_url", why))?)
+            }
+            Some(_) => return Err(error(at, "public_url", "expected a string")),
+        };
         let state = base.join(path(map.get("state"), at, "state")?);
         let tokens_file = match map.get("tokens_file") {
             None | Some(Value::Null) => state.join("tokens.json"),
@@ -300,6 +335,7 @@ impl Entry {
             workdir,
             task,
             listen,
+            public_url,
             state_key: state_key(&state),
             state,
             tokens_file,
@@ -444,7 +480,13 @@ mod tests {
         );
         assert_eq!(
             entry("{name: beta, manifest: a.yaml, listen: 127.0.0.1:0, state: s, colour: red}"),
-            "capsules[0] (beta): colour: is not a key here (expected one of name, manifest, workdir, listen, state, tokens_file, control_token_file, resume, instances)"
+            "capsules[0] (beta): colour: is not a key here (expected one of name, manifest, workdir, listen, public_url, state, tokens_file, control_token_file, resume, instances)"
+        );
+        assert_eq!(
+            entry(
+                "{name: b, manifest: a.yaml, listen: 127.0.0.1:0, state: s, public_url: 'ftp://b.example'}"
+            ),
+            "capsules[0] (b): public_url: \"ftp://b.example\" is not an http or https URL"
         );
         assert_eq!(
             entry("{name: 'a/b', manifest: a.yaml, listen: 127.0.0.1:0, state: s}"),
@@ -496,5 +538,29 @@ mod tests {
             refused("control: {listen: 127.0.0.1:0, port: 1}\n"),
             "control: port: is not a key here (expected one of listen, token_file)"
         );
+    }
+
+    /// Issue 37, "A public URL": validated at launch; the card's url is it
+    /// without a trailing `/`.
+    #[test]
+    fn a_public_url_is_http_or_https_with_a_host_and_nothing_after_its_path() {
+        assert_eq!(
+            public_url("https://alpha.example.com/").unwrap(),
+            "https://alpha.example.com"
+        );
+        assert_eq!(
+            public_url("http://10.0.0.7:8080/capsules/alpha").unwrap(),
+            "http://10.0.0.7:8080/capsules/alpha"
+        );
+        for bad in [
+            "ftp://a.example",
+            "a.example",
+            "https://a.example/?x=1",
+            "https://a.example/#x",
+            "https://u:p@a.example",
+            "",
+        ] {
+            assert!(public_url(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -1,0 +1,100 @@
+//! A door reached from outside the host (issue 37, "A public URL";
+//! reference, "Plain HTTP"): `serve --public-url` sets the card's
+//! `supportedInterfaces[0].url` and every absolute URL the door writes (a
+//! peer handle's `url`), changes the card's ETag with it, and is refused at
+//! launch unless it is an http or https URL without query or fragment.
+
+use crate::common;
+
+use std::process::Command;
+
+use common::tempdir::TempDir;
+use common::{Door, binary};
+use serde_json::json;
+
+const MANIFEST: &str = "name: alpha\nversion: 0.1.0\nexports:\n  peer_files: [shared/**]\n";
+
+fn launch(extra: &[&str]) -> Door {
+    let state = TempDir::new("public-url");
+    let manifest = state.path().join("murmur.yaml");
+    std::fs::write(&manifest, MANIFEST).unwrap();
+    std::fs::create_dir_all(state.path().join("shared")).unwrap();
+    std::fs::write(state.path().join("shared/a.csv"), b"a\n").unwrap();
+    Door::start_with(&manifest, state, extra)
+}
+
+#[test]
+fn the_card_and_handles_name_the_public_url() {
+    let public = launch(&["--public-url", "https://alpha.example.com/"]);
+    let plain = launch(&[]);
+    let card = public.get("/.well-known/agent-card.json");
+    assert_eq!(
+        card.json()["supportedInterfaces"][0]["url"],
+        "https://alpha.example.com"
+    );
+    // Without it, the listener's own address, as the reference says.
+    let plain_card = plain.get("/.well-known/agent-card.json");
+    assert_eq!(
+        plain_card.json()["supportedInterfaces"][0]["url"],
+        plain.url
+    );
+    assert_ne!(card.header("etag"), plain_card.header("etag"));
+
+    let token = std::fs::read_to_string(public.state.path().join("control-token")).unwrap();
+    let bearer = format!("Bearer {}", token.trim());
+    let body = json!({"path": "shared/a.csv", "audience": "beta"}).to_string();
+    let minted = public.request(
+        "POST",
+        "/.well-known/murmur/control/handles",
+        &[
+            ("authorization", &bearer),
+            ("content-type", "application/json"),
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(minted.status, 201, "{}", minted.text());
+    let minted = minted.json();
+    assert_eq!(
+        minted["url"],
+        format!(
+            "https://alpha.example.com/resources/peer/{}",
+            minted["handle"].as_str().unwrap()
+        )
+    );
+}
+
+#[test]
+fn a_url_the_card_cannot_name_stops_the_launch() {
+    let dir = TempDir::new("public-url-bad");
+    let manifest = dir.path().join("murmur.yaml");
+    std::fs::write(&manifest, MANIFEST).unwrap();
+    for (url, why) in [
+        ("ftp://alpha.example.com", "is not an http or https URL"),
+        ("alpha.example.com", "is not an http or https URL"),
+        (
+            "https://alpha.example.com/?a=1",
+            "must have no query or fragment",
+        ),
+        (
+            "https://alpha.example.com/#top",
+            "must have no query or fragment",
+        ),
+        (
+            "https://me@alpha.example.com",
+            "must name a host, and no credentials",
+        ),
+    ] {
+        let output = Command::new(binary())
+            .arg("serve")
+            .arg(&manifest)
+            .args(["--listen", "127.0.0.1:0", "--state"])
+            .arg(dir.path().join("state"))
+            .args(["--public-url", url])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{url} was accepted");
+        assert!(stderr.contains("--public-url"), "{stderr}");
+        assert!(stderr.contains(why), "{url}: {stderr}");
+    }
+}
