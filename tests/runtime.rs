@@ -40,6 +40,14 @@ fn until_listed(door: &Door, count: usize) -> Vec<Value> {
     }
 }
 
+/// murmur.StopSession finds nothing the session still runs.
+fn assert_nothing_runs(door: &Door) {
+    assert_eq!(
+        door.result(None, "murmur.StopSession", json!({}))["residue"],
+        json!([])
+    );
+}
+
 /// "Residue items": a cancelled task's residue artifact carries each
 /// delegation it ends as one data part, its five keys in the reference's
 /// order; murmur.StopSession lists the same item (its keys sorted).
@@ -128,10 +136,7 @@ fn a_cancel_lists_each_delegation_it_ends() {
     );
     assert_eq!(residue[0]["version"], "0.2.0");
     // Ended by the stop: a second stop has nothing left.
-    assert_eq!(
-        door.result(None, "murmur.StopSession", json!({}))["residue"],
-        json!([])
-    );
+    assert_nothing_runs(&door);
 }
 
 /// "Task metadata": a task a member ended with end-without-answer is
@@ -202,11 +207,7 @@ fn a_detached_commands_result_is_a_task() {
             "detached command {work_id} ended: exit status 0\n$ sleep 0.3; echo built\nstdout:\nbuilt\n"
         )
     );
-    // Nothing runs any more.
-    assert_eq!(
-        door.result(None, "murmur.StopSession", json!({}))["residue"],
-        json!([])
-    );
+    assert_nothing_runs(&door);
 }
 
 /// "A task the runtime starts itself": a launch that resumes the session

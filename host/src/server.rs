@@ -718,14 +718,7 @@ impl Server {
         let response = crate::native::answer(self.stores.session.clone(), request).await;
         tally.release();
         drop((serving, slot));
-        Ok(response.map(|body| Answer {
-            body,
-            door: None,
-            _busy: None,
-            probe: None,
-            stream: None,
-            bytes: None,
-        }))
+        Ok(response.map(Answer::host))
     }
 
     /// The request's head, with an authority `wasi:http` can read, and its
