@@ -19,9 +19,6 @@ use crate::session::Session;
 use crate::tasks::events::Replay;
 use crate::tasks::{self, store::Store};
 
-/// How long a closing capsule waits for its requests to finish.
-pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
-
 /// What a capsule is opened from: its entry (a capsules file's, or
 /// `serve`'s flags), the agent running its tasks and its replay buffer.
 pub struct CapsuleConfig {
@@ -168,21 +165,24 @@ impl Capsule {
         self.server.shut();
     }
 
-    /// Closes the session as SIGTERM does: new tasks are rejected, held
-    /// requests answer with their task as it stands, streams end with
-    /// `capsule-closed`, detached commands are killed. Waits up to
-    /// [`CLOSE_WAIT`] for every request to finish and a moment for the last
-    /// bytes to leave, then closes the listener and every connection.
+    /// Closes the capsule as SIGTERM does. First its listener: a new
+    /// connection is refused (a load balancer moves on), while the ones
+    /// open are still answered. Then the session: new tasks are rejected,
+    /// held requests answer with their task as it stands, streams end with
+    /// `capsule-closed`, detached commands are killed. It waits up to the
+    /// server's drain (`--drain-ms`) for every request in flight to finish
+    /// and a moment for the last bytes to leave, then closes every
+    /// connection.
     pub async fn close(self) {
+        self.serving.abort();
+        // Dropped, with its listener, once the abort has taken.
+        let _ = self.serving.await;
         self.session.close();
-        let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
+        let deadline = tokio::time::Instant::now() + self.server.http_limits().drain;
         while self.server.doors.in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        self.serving.abort();
-        // Dropped, with its listener, once the abort has taken.
-        let _ = self.serving.await;
         self.server.shut();
     }
 }

@@ -213,6 +213,12 @@ struct DoorArgs {
     #[arg(long, value_name = "MS", default_value_t = connections::WRITE_TIMEOUT.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub write_timeout_ms: u64,
+    /// Milliseconds a door closing on SIGTERM (or ctrl-c) waits for the
+    /// requests in flight, once it has stopped accepting connections; then
+    /// it closes every connection and exits 0
+    #[arg(long, value_name = "MS", default_value_t = server::DRAIN.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    pub drain_ms: u64,
     /// Milliseconds a client has, from its head, to send the whole
     /// body; a slower one is answered 408.
     #[arg(long, value_name = "MS", default_value_t = server::BODY_TIMEOUT.as_millis() as u64,
@@ -333,6 +339,7 @@ impl DoorArgs {
                 ),
                 instance_wait: Duration::from_millis(self.instance_wait_ms),
                 max_door_memory_bytes: (self.max_door_memory_mb as usize) << 20,
+                drain: Duration::from_millis(self.drain_ms),
             },
             trusted_proxies: TrustedProxies::new(self.trusted_proxies),
             component: self.component,

@@ -85,6 +85,9 @@ pub struct HttpLimits {
     pub instance_wait: Duration,
     /// Bytes of linear memory all live door instances hold together.
     pub max_door_memory_bytes: usize,
+    /// How long a closing door waits for the requests in flight once it
+    /// has stopped accepting connections (`--drain-ms`).
+    pub drain: Duration,
 }
 
 impl Default for HttpLimits {
@@ -103,9 +106,13 @@ impl Default for HttpLimits {
             max_instances_per_caller: admission::MAX_INSTANCES_PER_CALLER,
             instance_wait: admission::INSTANCE_WAIT,
             max_door_memory_bytes: memory::MAX_DOOR_MEMORY_BYTES,
+            drain: DRAIN,
         }
     }
 }
+
+/// How long a closing door waits, by default, for its requests in flight.
+pub const DRAIN: Duration = Duration::from_secs(5);
 
 /// What the requests of every door in a host draw from: connections, body
 /// bytes, door instances and door memory (`HttpLimits`). A one-capsule
@@ -301,6 +308,11 @@ impl Server {
 
     /// Closes every connection (their requests unanswered): for a capsule
     /// whose session has closed and whose listener has stopped.
+    /// The limits it serves with.
+    pub fn http_limits(&self) -> &HttpLimits {
+        &self.http
+    }
+
     pub fn shut(&self) {
         self.shut.send_replace(true);
         self.shared.idle.forget(&self.stores.session);
