@@ -758,11 +758,13 @@ impl murmur_door_host::agents::Agent for RuntimeAgent {
                     std::future::pending().await
                 }
                 "lack" => {
-                    let below = MemberStatus {
-                        member: "r".into(),
-                        status: "failed".into(),
+                    let below = |member: &str, status: &str| MemberStatus {
+                        member: member.into(),
+                        status: status.into(),
                     };
-                    task.no_answer_from("q", "timed_out", &[below]);
+                    // s answered: only the members that gave none are listed.
+                    let below = [below("r", "failed"), below("s", "completed")];
+                    task.no_answer_from("q", "timed_out", &below);
                     Outcome::NoAnswer("q gave no answer".into())
                 }
                 "detach" => {

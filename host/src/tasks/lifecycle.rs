@@ -428,9 +428,10 @@ impl RunningTask {
         &self.context_id
     }
 
-    /// A `working` status whose message is `message`: GetTask shows it as
-    /// the task's status message, and streams receive it as a status update.
-    /// Ignored unless the task is `working`.
+    /// A `working` status whose message is `message`: streams receive it
+    /// as a status update, as it happens (GetTask shows a status message
+    /// only on a terminal task, reference "GetTask"). Ignored unless the
+    /// task is `working`.
     pub fn progress(&self, message: &str) {
         self.hub.progress(&self.id, message);
     }
@@ -489,7 +490,7 @@ impl RunningTask {
     /// members that member reported below itself: the task's terminal
     /// `noAnswerBelow` lists each member once, in the order they were
     /// reported, [`NO_ANSWER_BELOW`] at most. Ignored once the task has
-    /// ended, and for a `completed` status.
+    /// ended; a member whose status is `completed` is left out.
     pub fn no_answer_from(&self, member: &str, status: &str, below: &[MemberStatus]) {
         if status == "completed" {
             return;
@@ -502,7 +503,8 @@ impl RunningTask {
         let Some(running) = live.tasks.get_mut(&self.id) else {
             return;
         };
-        for reported in std::iter::once(&first).chain(below) {
+        let reported = std::iter::once(&first).chain(below);
+        for reported in reported.filter(|m| m.status != "completed") {
             let list = &mut running.no_answer_below;
             if list.len() < NO_ANSWER_BELOW && !list.iter().any(|m| m.member == reported.member) {
                 list.push(reported.clone());
