@@ -14,14 +14,10 @@ use serde_json::json;
 
 #[test]
 fn sigterm_stops_accepting_then_answers_what_is_in_flight() {
-    let state = common::tempdir::TempDir::new("drain");
-    let manifest = state.path().join("murmur.yaml");
-    std::fs::write(
-        &manifest,
+    let mut door = Door::start_flagged(
         "name: drain\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n",
-    )
-    .unwrap();
-    let mut door = Door::start_with(&manifest, state, &["--drain-ms", "3000"]);
+        &["--drain-ms", "3000"],
+    );
     // Five held sends, each on a connection of its own: one working, four
     // waiting their turn.
     let held: Vec<_> = (0..5)

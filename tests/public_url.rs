@@ -15,12 +15,10 @@ use serde_json::json;
 const MANIFEST: &str = "name: alpha\nversion: 0.1.0\nexports:\n  peer_files: [shared/**]\n";
 
 fn launch(extra: &[&str]) -> Door {
-    let state = TempDir::new("public-url");
-    let manifest = state.path().join("murmur.yaml");
-    std::fs::write(&manifest, MANIFEST).unwrap();
-    std::fs::create_dir_all(state.path().join("shared")).unwrap();
-    std::fs::write(state.path().join("shared/a.csv"), b"a\n").unwrap();
-    Door::start_with(&manifest, state, extra)
+    let door = Door::start_flagged(MANIFEST, extra);
+    std::fs::create_dir_all(door.state.path().join("shared")).unwrap();
+    std::fs::write(door.state.path().join("shared/a.csv"), b"a\n").unwrap();
+    door
 }
 
 #[test]

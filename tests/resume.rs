@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::tempdir::TempDir;
-use common::{Door, binary, id, ids, not_found};
+use common::{Door, binary, failed_task, id, ids, not_found};
 use serde_json::{Value, json};
 
 const AUTHENTICATED: &str = "
@@ -37,22 +37,14 @@ const RESTARTED: &str = "the session restarted while this task was live";
 /// text part), and no artifact (a prompt goes with INPUT_REQUIRED).
 fn failed_by_restart(before: &Value, after: &Value) -> Value {
     let task_id = before["id"].as_str().unwrap();
-    let context_id = &before["contextId"];
-    json!({
-        "id": task_id,
-        "contextId": context_id,
-        "status": {
-            "state": "TASK_STATE_FAILED",
-            "message": {
-                "messageId": format!("msg_{task_id}_status"),
-                "contextId": context_id,
-                "taskId": task_id,
-                "role": "ROLE_AGENT",
-                "parts": [{"text": RESTARTED, "mediaType": "text/plain"}],
-            },
-            "timestamp": after["status"]["timestamp"],
-        },
-    })
+    let timestamp = &after["status"]["timestamp"];
+    failed_task(
+        task_id,
+        &before["contextId"],
+        RESTARTED,
+        timestamp,
+        json!({}),
+    )
 }
 
 /// The old token is refused as one this session never minted.

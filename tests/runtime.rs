@@ -10,7 +10,7 @@ use crate::common;
 use std::time::Duration;
 
 use base64::Engine;
-use common::{Door, id, ids};
+use common::{Door, failed_task, id, ids};
 use serde_json::{Value, json};
 
 const QUEUE: &str = "name: runtime\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n";
@@ -48,21 +48,28 @@ fn assert_nothing_runs(door: &Door) {
     );
 }
 
-/// "Residue items": a cancelled task's residue artifact carries each
-/// delegation it ends as one data part, its five keys in the reference's
-/// order; murmur.StopSession lists the same item (its keys sorted).
-#[test]
-fn a_cancel_lists_each_delegation_it_ends() {
-    let door = Door::start(QUEUE);
+/// A task that delegates to `my-worker` at `version`, then works on: its
+/// id, once the delegation is recorded.
+fn delegating(door: &Door, version: &str) -> String {
     let task = door.send_task(
         None,
-        "delegate my-worker 0.1.0\nsleep 20000",
+        &format!("delegate my-worker {version}\nsleep 20000"),
         json!({"configuration": {"returnImmediately": true}}),
     );
     let task_id = id(&task);
     door.wait_state(None, &task_id, "TASK_STATE_WORKING");
     // The script records the delegation as it starts; give it the moment.
     std::thread::sleep(Duration::from_millis(100));
+    task_id
+}
+
+/// "Residue items": a cancelled task's residue artifact carries each
+/// delegation it ends as one data part, its five keys in the reference's
+/// order; murmur.StopSession lists the same item (its keys sorted).
+#[test]
+fn a_cancel_lists_each_delegation_it_ends() {
+    let door = Door::start(QUEUE);
+    let task_id = delegating(&door, "0.1.0");
     let canceled = door.result(None, "CancelTask", json!({"id": task_id}));
     let artifact = &canceled["artifacts"][0];
     assert_eq!(artifact["artifactId"], "residue");
@@ -107,13 +114,7 @@ fn a_cancel_lists_each_delegation_it_ends() {
     assert_eq!(artifact["parts"].as_array().unwrap().len(), 1);
 
     // Through murmur.StopSession: the item, as the stop lists it.
-    let task = door.send_task(
-        None,
-        "delegate my-worker 0.2.0\nsleep 20000",
-        json!({"configuration": {"returnImmediately": true}}),
-    );
-    door.wait_state(None, &id(&task), "TASK_STATE_WORKING");
-    std::thread::sleep(Duration::from_millis(100));
+    delegating(&door, "0.2.0");
     let stopped = door.result(None, "murmur.StopSession", json!({}));
     let residue = stopped["residue"].as_array().unwrap();
     assert_eq!(residue.len(), 1, "{stopped}");
@@ -154,26 +155,18 @@ fn a_task_says_which_answers_it_lacks_once_it_ends() {
     let working = door.wait_state(None, &task_id, "TASK_STATE_WORKING");
     assert_eq!(working.get("metadata"), None, "{working}");
     let failed = door.wait_state(None, &task_id, "TASK_STATE_FAILED");
-    let context_id = failed["contextId"].as_str().unwrap();
+    let timestamp = &failed["status"]["timestamp"];
+    let metadata = json!({"metadata": {"murmur": {"noAnswer": true,
+        "noAnswerBelow": [{"member": "q", "status": "timed_out"}]}}});
     assert_eq!(
         failed,
-        json!({
-            "id": task_id,
-            "contextId": context_id,
-            "status": {
-                "state": "TASK_STATE_FAILED",
-                "message": {
-                    "messageId": format!("msg_{task_id}_status"),
-                    "contextId": context_id,
-                    "taskId": task_id,
-                    "role": "ROLE_AGENT",
-                    "parts": [{"text": "q gave no answer", "mediaType": "text/plain"}],
-                },
-                "timestamp": failed["status"]["timestamp"],
-            },
-            "metadata": {"murmur": {"noAnswer": true,
-                                    "noAnswerBelow": [{"member": "q", "status": "timed_out"}]}},
-        })
+        failed_task(
+            &task_id,
+            &failed["contextId"],
+            "q gave no answer",
+            timestamp,
+            metadata
+        )
     );
     // A completed task keeps its response, and only says what it lacks.
     let completed = door.send_task(None, "no-answer r failed\nreply partial", json!({}));

@@ -241,6 +241,15 @@ impl Manifest {
 }
 
 /// How an error names a value of the wrong type.
+/// A name a capsule or a formation member may take: 1 to 64 letters,
+/// digits, `-`, `_` or `.`.
+pub fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
 fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",

@@ -10,6 +10,17 @@ pub fn shell(command: &str) -> Command {
     shell
 }
 
+/// How a command ended, in the words its task says it with: `exit status
+/// N`, or `killed by signal N`.
+pub fn ended(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => status.to_string(),
+    }
+}
+
 /// Sends SIGKILL to every process of group `pgid`. Refuses the groups that
 /// are not a command's own: 0 and 1 (0 would be this process's group).
 pub fn kill_group(pgid: i32) {

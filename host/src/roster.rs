@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml::Value;
 
-use crate::manifest::Manifest;
+use crate::manifest::{self, Manifest};
 
 /// The control token's file name beside the tokens file, as `serve` has it.
 pub const CONTROL_TOKEN_FILE: &str = "control-token";
@@ -284,7 +284,7 @@ impl Entry {
             .map_err(|e| error(at, "manifest", format!("{}: {e}", manifest_path.display())))?;
         let name = match map.get("name") {
             None | Some(Value::Null) => manifest.name.clone(),
-            Some(Value::String(name)) if valid_name(name) => name.clone(),
+            Some(Value::String(name)) if manifest::valid_name(name) => name.clone(),
             Some(_) => {
                 return Err(error(
                     at,
@@ -348,13 +348,6 @@ impl Entry {
 
 /// A capsule's name: it names the capsule in paths of the control surface
 /// and in metrics.
-fn valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
 fn only(map: &serde_yaml::Mapping, at: &str, keys: &[&str]) -> Result<(), RosterError> {
     for key in map.keys() {
         let known = key.as_str().is_some_and(|k| keys.contains(&k));

@@ -49,6 +49,13 @@ struct Minted {
     token: String,
 }
 
+impl Minted {
+    /// Whether it is the formation member `caller`'s token.
+    fn is_member(&self, caller: &str) -> bool {
+        matches!(&self.grant.credential, Credential::Member(c) if c == caller)
+    }
+}
+
 /// 256 bits.
 const TOKEN_BYTES: usize = 32;
 
@@ -94,27 +101,22 @@ impl Tokens {
     /// 64 letters, digits, `-`, `_` or `.`.
     pub fn mint_member(&self, caller: &str, scopes: &[Scope]) -> anyhow::Result<String> {
         ensure!(
-            (1..=64).contains(&caller.len())
-                && caller
-                    .bytes()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')),
+            manifest::valid_name(caller),
             "a member's caller is 1 to 64 letters, digits, '-', '_' or '.'"
         );
         let mut members = self.members.write().unwrap_or_else(|e| e.into_inner());
-        members.retain(|m| !matches!(&m.grant.credential, Credential::Member(c) if c == caller));
+        members.retain(|m| !m.is_member(caller));
         ensure!(
             members.len() < MAX_MEMBERS,
             "this session holds {MAX_MEMBERS} member tokens: revoke some first"
         );
-        let mut unique = scopes.to_vec();
-        unique.dedup();
         let token = hex::encode(random::<TOKEN_BYTES>()?);
         members.push(Minted {
             grant: Grant {
                 credential: Credential::Member(caller.to_string()),
                 scopes: Scope::ALL
                     .into_iter()
-                    .filter(|s| unique.contains(s))
+                    .filter(|s| scopes.contains(s))
                     .collect(),
             },
             token: token.clone(),
@@ -126,7 +128,7 @@ impl Tokens {
     pub fn revoke_member(&self, caller: &str) -> bool {
         let mut members = self.members.write().unwrap_or_else(|e| e.into_inner());
         let before = members.len();
-        members.retain(|m| !matches!(&m.grant.credential, Credential::Member(c) if c == caller));
+        members.retain(|m| !m.is_member(caller));
         members.len() < before
     }
 

@@ -84,10 +84,16 @@ pub fn root() -> PathBuf {
 impl Door {
     /// Serves the manifest `yaml` on 127.0.0.1:0.
     pub fn start(yaml: &str) -> Door {
+        Door::start_flagged(yaml, &[])
+    }
+
+    /// Serves the manifest `yaml` on 127.0.0.1:0 with `extra` flags; the
+    /// manifest's directory (its workdir) is the state directory.
+    pub fn start_flagged(yaml: &str, extra: &[&str]) -> Door {
         let state = tempdir::TempDir::new("door");
         let manifest = state.path().join("murmur.yaml");
         std::fs::write(&manifest, yaml).unwrap();
-        Door::start_with(&manifest, state, &[])
+        Door::start_with(&manifest, state, extra)
     }
 
     /// Serves the manifest `yaml` logging at `level` (RUST_LOG).
@@ -562,6 +568,37 @@ fn dechunk(mut body: &[u8]) -> Vec<u8> {
 /// Parses JSON keeping key order, so `to_string` shows the order served.
 pub fn ordered(text: &str) -> String {
     serde_json::to_string(&serde_json::from_str::<Value>(text).unwrap()).unwrap()
+}
+
+/// A TASK_STATE_FAILED task as GetTask answers it ("GetTask"): its status
+/// message a ROLE_AGENT message with one text part, named after the task,
+/// and nothing else but `extra`'s members (metadata).
+pub fn failed_task(
+    task_id: &str,
+    context_id: &Value,
+    message: &str,
+    timestamp: &Value,
+    extra: Value,
+) -> Value {
+    let mut task = serde_json::json!({
+        "id": task_id,
+        "contextId": context_id,
+        "status": {
+            "state": "TASK_STATE_FAILED",
+            "message": {
+                "messageId": format!("msg_{task_id}_status"),
+                "contextId": context_id,
+                "taskId": task_id,
+                "role": "ROLE_AGENT",
+                "parts": [{"text": message, "mediaType": "text/plain"}],
+            },
+            "timestamp": timestamp,
+        },
+    });
+    if let Value::Object(extra) = extra {
+        task.as_object_mut().unwrap().extend(extra);
+    }
+    task
 }
 
 /// GetTask until the task settles (ends, or waits for input), for at most

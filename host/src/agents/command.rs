@@ -18,15 +18,14 @@
 //! closed: a background process that keeps them open keeps the task
 //! working (redirect its output, or `detach` it through the script agent).
 
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 
-use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
-
 use super::{Agent, AgentFuture, Image, Outcome, RunningTask, TaskInput};
-use crate::process::{GroupGuard, shell};
+use crate::process::{self, GroupGuard, shell};
 
 #[derive(Clone, Debug)]
 pub struct CommandAgent {
@@ -180,14 +179,9 @@ async fn read_lines(
 
 /// The last non-empty line of stderr, or how the command exited.
 fn failure(status: ExitStatus, stderr: &str) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    if let Some(line) = stderr.lines().rev().map(str::trim).find(|l| !l.is_empty()) {
-        return line.to_string();
-    }
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit status {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
-        (None, None) => status.to_string(),
+    match stderr.lines().rev().map(str::trim).find(|l| !l.is_empty()) {
+        Some(line) => line.to_string(),
+        None => process::ended(status),
     }
 }
 

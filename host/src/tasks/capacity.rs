@@ -27,7 +27,8 @@ impl Hub {
     /// Starts a task: stored `submitted` and handed to the agent, or queued
     /// behind the live one (`queue`); stored `rejected` with [`BUSY`] when
     /// another task is live (`single`; the session's own tasks wait
-    /// instead), or [`CLOSING`] when the session is closing. A task that runs at once and that its agent ends at once
+    /// instead), or [`CLOSING`] when the session is closing. A task that
+    /// runs at once and that its agent ends at once
     /// ([`super::agent::Agent::ends_at_once`]) is written ended. Answers the
     /// task as first recorded. Needs a tokio runtime.
     pub fn start(self: &Arc<Self>, new: NewTask) -> Result<Task, TaskError> {

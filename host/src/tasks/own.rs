@@ -4,11 +4,11 @@
 //! [`Hub::start_own`](super::Hub::start_own): plain lines an agent reads,
 //! the first saying what the task is.
 
-use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
 use super::DetachedShell;
 pub use super::detached::Tail;
+use crate::process;
 
 /// A detached command's result:
 ///
@@ -21,8 +21,8 @@ pub use super::detached::Tail;
 /// …
 /// ```
 ///
-/// `exit status N`, `killed by signal N`, or `status unknown` (it could not
-/// be waited for). Each output section is there when the stream was not
+/// `exit status N`, `killed by signal N` ([`process::ended`]), or `status
+/// unknown` (it could not be waited for). Each output section is there when the stream was not
 /// empty, the last bytes of it (`(earlier output cut)` says so), read as
 /// UTF-8 with what is not replaced.
 pub fn command_result(
@@ -31,14 +31,7 @@ pub fn command_result(
     stdout: &Tail,
     stderr: &Tail,
 ) -> String {
-    let ended = match status {
-        Some(status) => match (status.code(), status.signal()) {
-            (Some(code), _) => format!("exit status {code}"),
-            (None, Some(signal)) => format!("killed by signal {signal}"),
-            (None, None) => "status unknown".to_string(),
-        },
-        None => "status unknown".to_string(),
-    };
+    let ended = status.map_or_else(|| "status unknown".to_string(), process::ended);
     let mut text = format!(
         "detached command {} ended: {ended}\n$ {}\n",
         item.work_id, item.command
@@ -89,6 +82,8 @@ pub fn lost_commands(lost: &[DetachedShell]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
     use super::*;
 
     fn item() -> DetachedShell {
