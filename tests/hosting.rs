@@ -777,18 +777,12 @@ impl murmur_door_host::agents::Agent for RuntimeAgent {
     }
 }
 
-/// Issue 34, "The embedder's API": every row of the runtime's side made
-/// through the library, and seen on the wire as the reference shows it: a
-/// delegation in a cancel's residue ("Residue items"), noAnswer and
-/// noAnswerBelow ("Task metadata"), a detached command's result and a
-/// report of lost commands as the session's own tasks ("A task the runtime
-/// starts itself"), and the images a task started with, read back whole.
-#[test]
-fn the_runtimes_agent_makes_every_field_through_the_library() {
-    use base64::Engine;
-    use murmur_door_host::tasks::{DetachedShell, own};
-
-    let (runtime, host) = library_host(EMBEDDED_DOOR, 1000, std::sync::Arc::new(RuntimeAgent));
+/// A capsule named `runtime` that queues tasks and takes two images of 64
+/// bytes at most, added to `host`: its state directory and its address.
+fn runtime_capsule(
+    runtime: &tokio::runtime::Runtime,
+    host: &murmur_door_host::host::Host,
+) -> (TempDir, String) {
     let dir = TempDir::new("runtime-agent");
     let manifest = dir.path().join("murmur.yaml");
     std::fs::write(
@@ -806,6 +800,22 @@ fn the_runtimes_agent_makes_every_field_through_the_library() {
         .unwrap()
         .trim_start_matches("http://")
         .to_string();
+    (dir, addr)
+}
+
+/// Issue 34, "The embedder's API": every row of the runtime's side made
+/// through the library, and seen on the wire as the reference shows it: a
+/// delegation in a cancel's residue ("Residue items"), noAnswer and
+/// noAnswerBelow ("Task metadata"), a detached command's result and a
+/// report of lost commands as the session's own tasks ("A task the runtime
+/// starts itself"), and the images a task started with, read back whole.
+#[test]
+fn the_runtimes_agent_makes_every_field_through_the_library() {
+    use base64::Engine;
+    use murmur_door_host::tasks::{DetachedShell, own};
+
+    let (runtime, host) = library_host(EMBEDDED_DOOR, 1000, std::sync::Arc::new(RuntimeAgent));
+    let (_state, addr) = runtime_capsule(&runtime, &host);
     let session = host.session("runtime").unwrap();
     let rpc = |method: &str, params: Value| -> Value {
         let body =

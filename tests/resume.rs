@@ -67,17 +67,10 @@ fn assert_refused(door: &Door, token: &str) {
     }
 }
 
-// Issue 3, "Tokens", "Who sees a task": --resume keeps the session id and
-// every task, each answering GetTask and ListTasks exactly as before; the
-// task waiting for input at the crash answers FAILED; new tokens are minted,
-// the old ones refused; each credential still sees only its own tasks.
-#[test]
-fn resume_keeps_the_session_and_every_task() {
-    let door = Door::start(AUTHENTICATED);
-    let session = door.session_id();
-    let (operator, alice) = (door.token("operator"), door.token("alice"));
-    let (op, al) = (Some(operator.as_str()), Some(alice.as_str()));
-
+/// A task in each state a resume meets: answered (alice's), failed and
+/// canceled (the operator's), completed in `ctx-kept` and waiting for input
+/// (alice's).
+fn tasks_of_every_kind(door: &Door, op: Option<&str>, al: Option<&str>) -> [Value; 5] {
     let answered = door.send_task(al, "reply four", json!({}));
     assert_eq!(answered["status"]["state"], "TASK_STATE_COMPLETED");
     let failed = door.send_task(op, "fail the driver failed", json!({}));
@@ -98,6 +91,21 @@ fn resume_keeps_the_session_and_every_task() {
     assert_eq!(kept["status"]["state"], "TASK_STATE_COMPLETED");
     let waiting = door.send_task(al, "ask Which branch?", json!({}));
     assert_eq!(waiting["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    [answered, failed, sleeping, kept, waiting]
+}
+
+// Issue 3, "Tokens", "Who sees a task": --resume keeps the session id and
+// every task, each answering GetTask and ListTasks exactly as before; the
+// task waiting for input at the crash answers FAILED; new tokens are minted,
+// the old ones refused; each credential still sees only its own tasks.
+#[test]
+fn resume_keeps_the_session_and_every_task() {
+    let door = Door::start(AUTHENTICATED);
+    let session = door.session_id();
+    let (operator, alice) = (door.token("operator"), door.token("alice"));
+    let (op, al) = (Some(operator.as_str()), Some(alice.as_str()));
+
+    let [answered, failed, sleeping, kept, waiting] = tasks_of_every_kind(&door, op, al);
 
     let ended: Vec<String> = [&answered, &failed, &sleeping, &kept]
         .iter()

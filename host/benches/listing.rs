@@ -33,6 +33,122 @@ const START_MS: i64 = 1_800_000_000_000;
 /// before the last.
 const RECENT: i64 = 500;
 
+/// The queries measured at each size, `now` the session's last change: a
+/// label, whether the caller is a declared one (else it sees every task),
+/// and the query.
+fn cases(now: i64) -> Vec<(&'static str, bool, ListQuery)> {
+    vec![
+        ("no filter", false, query()),
+        (
+            "status completed",
+            false,
+            ListQuery {
+                state: Some(TaskState::Completed),
+                ..query()
+            },
+        ),
+        (
+            "contextId ctx-a",
+            false,
+            ListQuery {
+                context_id: Some("ctx-a".into()),
+                ..query()
+            },
+        ),
+        (
+            "completed + ctx-a",
+            false,
+            ListQuery {
+                context_id: Some("ctx-a".into()),
+                state: Some(TaskState::Completed),
+                ..query()
+            },
+        ),
+        (
+            "working + ctx-a (rare)",
+            false,
+            ListQuery {
+                context_id: Some("ctx-a".into()),
+                state: Some(TaskState::Working),
+                ..query()
+            },
+        ),
+        (
+            "after: recent",
+            false,
+            ListQuery {
+                status_after_ms: Some(now - RECENT),
+                ..query()
+            },
+        ),
+        (
+            "after: recent + ctx-a",
+            false,
+            ListQuery {
+                context_id: Some("ctx-a".into()),
+                status_after_ms: Some(now - RECENT),
+                ..query()
+            },
+        ),
+        (
+            "after: before all",
+            false,
+            ListQuery {
+                status_after_ms: Some(START_MS - 1),
+                ..query()
+            },
+        ),
+        (
+            "after: half",
+            false,
+            ListQuery {
+                status_after_ms: Some((START_MS + now) / 2),
+                ..query()
+            },
+        ),
+        ("declared caller", true, query()),
+        (
+            "declared, completed + ctx-a",
+            true,
+            ListQuery {
+                context_id: Some("ctx-a".into()),
+                state: Some(TaskState::Completed),
+                ..query()
+            },
+        ),
+    ]
+}
+
+/// The table: per query and size, p50/p99 and total, and the write cost.
+fn print(sizes: &[u64], results: &[(String, Vec<Timing>)], write_cost: &[f64]) {
+    println!(
+        "# Store::list, pageSize {PAGE}: µs per call, p50/p99 (totalSize); ratio = p50 at {} / p50 at {}",
+        sizes.last().unwrap(),
+        sizes[0]
+    );
+    let mut head = format!("{:<36}", "query");
+    for size in sizes {
+        head.push_str(&format!(" {:>22}", format!("{size} tasks")));
+    }
+    println!("{head} {:>7}", "ratio");
+    for (label, cells) in results {
+        let mut line = format!("{label:<36}");
+        for t in cells {
+            line.push_str(&format!(
+                " {:>22}",
+                format!("{}/{} ({})", t.p50, t.p99, t.total)
+            ));
+        }
+        let ratio = cells.last().unwrap().p50 as f64 / cells[0].p50.max(1) as f64;
+        println!("{line} {ratio:>7.2}");
+    }
+    let mut line = format!("{:<36}", "fill: µs per write (mean)");
+    for cost in write_cost {
+        line.push_str(&format!(" {cost:>22.1}"));
+    }
+    println!("{line}");
+}
+
 fn main() {
     // `cargo bench` adds flags of its own; the numbers are sizes.
     let sizes: Vec<u64> = std::env::args()
@@ -73,88 +189,9 @@ fn main() {
             task_id: String::new(),
         };
         let everyone = Sees::Every;
-        let cases: Vec<(&str, &Sees, ListQuery)> = vec![
-            ("no filter", &everyone, query()),
-            (
-                "status completed",
-                &everyone,
-                ListQuery {
-                    state: Some(TaskState::Completed),
-                    ..query()
-                },
-            ),
-            (
-                "contextId ctx-a",
-                &everyone,
-                ListQuery {
-                    context_id: Some("ctx-a".into()),
-                    ..query()
-                },
-            ),
-            (
-                "completed + ctx-a",
-                &everyone,
-                ListQuery {
-                    context_id: Some("ctx-a".into()),
-                    state: Some(TaskState::Completed),
-                    ..query()
-                },
-            ),
-            (
-                "working + ctx-a (rare)",
-                &everyone,
-                ListQuery {
-                    context_id: Some("ctx-a".into()),
-                    state: Some(TaskState::Working),
-                    ..query()
-                },
-            ),
-            (
-                "after: recent",
-                &everyone,
-                ListQuery {
-                    status_after_ms: Some(now - RECENT),
-                    ..query()
-                },
-            ),
-            (
-                "after: recent + ctx-a",
-                &everyone,
-                ListQuery {
-                    context_id: Some("ctx-a".into()),
-                    status_after_ms: Some(now - RECENT),
-                    ..query()
-                },
-            ),
-            (
-                "after: before all",
-                &everyone,
-                ListQuery {
-                    status_after_ms: Some(START_MS - 1),
-                    ..query()
-                },
-            ),
-            (
-                "after: half",
-                &everyone,
-                ListQuery {
-                    status_after_ms: Some((START_MS + now) / 2),
-                    ..query()
-                },
-            ),
-            ("declared caller", &alice, query()),
-            (
-                "declared, completed + ctx-a",
-                &alice,
-                ListQuery {
-                    context_id: Some("ctx-a".into()),
-                    state: Some(TaskState::Completed),
-                    ..query()
-                },
-            ),
-        ];
         let mut row = 0;
-        for (name, sees, q) in cases {
+        for (name, declared, q) in cases(now) {
+            let sees = if declared { &alice } else { &everyone };
             for deep in [false, true] {
                 let q = ListQuery {
                     after: deep.then(|| middle.clone()),
@@ -170,32 +207,7 @@ fn main() {
         }
     }
 
-    println!(
-        "# Store::list, pageSize {PAGE}: µs per call, p50/p99 (totalSize); ratio = p50 at {} / p50 at {}",
-        sizes.last().unwrap(),
-        sizes[0]
-    );
-    let mut head = format!("{:<36}", "query");
-    for size in &sizes {
-        head.push_str(&format!(" {:>22}", format!("{size} tasks")));
-    }
-    println!("{head} {:>7}", "ratio");
-    for (label, cells) in &results {
-        let mut line = format!("{label:<36}");
-        for t in cells {
-            line.push_str(&format!(
-                " {:>22}",
-                format!("{}/{} ({})", t.p50, t.p99, t.total)
-            ));
-        }
-        let ratio = cells.last().unwrap().p50 as f64 / cells[0].p50.max(1) as f64;
-        println!("{line} {ratio:>7.2}");
-    }
-    let mut line = format!("{:<36}", "fill: µs per write (mean)");
-    for cost in &write_cost {
-        line.push_str(&format!(" {cost:>22.1}"));
-    }
-    println!("{line}");
+    print(&sizes, &results, &write_cost);
 }
 
 struct Timing {

@@ -48,7 +48,7 @@ pub mod answers {
 }
 
 /// The door's `framing` export, as the host calls it on an instance of its
-/// own (see [`crate::framing`]); its types are the imports' own.
+/// own (see [`crate::sandbox::framing`]); its types are the imports' own.
 pub mod framings {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -58,9 +58,9 @@ pub mod framings {
             "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll,
             "wasi:io/streams": wasmtime_wasi::p2::bindings::io::streams,
             "wasi:io/error": wasmtime_wasi::p2::bindings::io::error,
-            "murmur:door/session": super::session,
-            "murmur:door/task-store": super::task_store,
-            "murmur:door/events": super::events,
+            "murmur:door/session": crate::bindings::session,
+            "murmur:door/task-store": crate::bindings::task_store,
+            "murmur:door/events": crate::bindings::events,
         },
         require_store_data_send: true,
     });

@@ -1,61 +1,112 @@
-//! The modules of this crate form layers: each uses only the ones below it.
-//! This test reads the sources and fails on a `crate::` path that points up
-//! or sideways, so the layering the README's layout table shows holds.
+//! The folders of `src/` are layers: each uses only the ones below it, and
+//! inside a folder each module only the ones below it there. This test
+//! reads the sources and fails on a `crate::` or `super::` path that points
+//! up or sideways, and on a module the README's layer table leaves out.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// Bottom to top; modules on one line use none of each other.
-const LAYERS: &[&[&str]] = &[
-    // Generated types, and leaves that know no other module.
-    &["bindings", "process", "cpu", "memory", "planes"],
+/// Bottom to top: each folder of `src/` (or a file standing alone) and its
+/// modules, bottom to top; modules on one line use none of each other, and
+/// a folder's `mod.rs` sits above them all. A folder with no lines is one
+/// module: its files share what its `mod.rs` defines.
+const LAYERS: &[(&str, &[&[&str]])] = &[
+    // The WIT as Rust types and host traits.
+    ("bindings", &[]),
     // The manifest, and the planes' exports it names.
-    &["manifest"],
-    // The domain: tokens, the task store and hub, the agents, the session.
-    &["tokens"],
-    &["handles"],
-    &["tasks"],
-    &["agents"],
-    &["session"],
+    ("manifest", &[&["planes"]]),
+    // The domain: process groups, tokens, peer handles, the task store and
+    // hub, the agents, and the session over them.
+    (
+        "session",
+        &[
+            &["process"],
+            &["tokens"],
+            &["handles"],
+            &["tasks"],
+            &["agents"],
+        ],
+    ),
     // The door's imports, over a view of the store's data.
-    &["imports"],
-    // One request's store, compiled doors kept on disk, and the engine that
-    // instantiates doors in a store.
-    &["request", "cache"],
-    &["engine"],
-    // A request answered in one call of the door's `answer` export.
-    &["one_call"],
-    // Events framed once for every stream, on instances of their own.
-    &["framing"],
-    // What a door version answered that is the same for every request.
-    &["card_cache"],
+    ("imports", &[]),
+    // The engine and one request's store, and what runs a door on them.
+    (
+        "sandbox",
+        &[
+            &["cpu", "memory"],
+            &["request", "cache"],
+            &["engine"],
+            &["one_call"],
+            &["framing"],
+            &["idle"],
+        ],
+    ),
     // Versions of the door, and the operator's surface over them.
-    &["swap"],
-    &["control"],
-    // Door instances kept between requests of one caller.
-    &["idle"],
+    ("versions", &[&["card_cache"], &["swap"], &["control"]]),
     // The listener and what it bounds; the native baseline it may answer
     // with (a benchmark-only build).
-    &[
-        "admission",
-        "body",
-        "connections",
-        "metrics",
-        "native",
-        "proxies",
-        "redeems",
-    ],
-    &["server"],
-    // The capsules file, and a capsule's door opened and closed on a server.
-    &["roster"],
-    &["capsule"],
-    // A host of capsules on one engine, and its control surface.
-    &["host"],
-    &["host_control"],
+    (
+        "listener",
+        &[
+            &[
+                "admission",
+                "body",
+                "connections",
+                "metrics",
+                "native",
+                "proxies",
+                "redeems",
+            ],
+            &["failure"],
+            &["answer"],
+            &["run"],
+            &["server"],
+        ],
+    ),
+    // The capsules file, a capsule's door, a host of them, its control.
+    (
+        "hosting",
+        &[&["roster"], &["capsule"], &["host"], &["host_control"]],
+    ),
 ];
 
-fn layer_of(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|layer| layer.contains(&module))
+/// A place in the layers: a folder's rank, a module's rank inside it (the
+/// folder's `mod.rs` above every module), and the module's name.
+#[derive(Debug, PartialEq)]
+struct Place {
+    folder: usize,
+    rank: usize,
+    module: String,
+}
+
+/// Where the module at `path` (`["listener", "server", ...]`) sits, or
+/// `None` for a path outside every folder.
+fn place(path: &[String]) -> Option<Place> {
+    let folder = LAYERS
+        .iter()
+        .position(|(name, _)| Some(*name) == path.first().map(String::as_str))?;
+    let lines = LAYERS[folder].1;
+    let found = path.get(1).and_then(|module| {
+        let rank = lines
+            .iter()
+            .position(|line| line.contains(&module.as_str()))?;
+        Some((rank, module.clone()))
+    });
+    let (rank, module) = found.unwrap_or((lines.len(), String::new()));
+    Some(Place {
+        folder,
+        rank,
+        module,
+    })
+}
+
+/// Whether code at `from` may use what is at `to`: a lower folder, or in
+/// its own folder itself or a lower line.
+fn may_use(from: &Place, to: &Place) -> bool {
+    if from.folder != to.folder {
+        return to.folder < from.folder;
+    }
+    to.module == from.module || to.rank < from.rank
 }
 
 /// The code of `source` outside `#[cfg(test)]` items and comments.
@@ -84,21 +135,59 @@ fn non_test_code(source: &str) -> String {
     code
 }
 
-/// The top-level modules `code` names through `crate::`, a grouped import
-/// (`use crate::{a, b::C}`) included.
-fn uses(code: &str) -> BTreeSet<String> {
+/// The paths (a folder, and a module in it when named) that `code`, in the
+/// module at `module` (`["listener", "server"]`), names through `crate::`
+/// or `super::`, grouped imports (`use crate::{a, b::{c, D}}`) included.
+fn uses(code: &str, module: &[String]) -> BTreeSet<Vec<String>> {
     let mut found = BTreeSet::new();
     for (at, _) in code.match_indices("crate::") {
-        let rest = &code[at + "crate::".len()..];
-        match rest.strip_prefix('{') {
-            Some(group) => found.extend(group_items(group).iter().map(|item| ident(item))),
-            None => {
-                found.insert(ident(rest));
-            }
+        paths(&code[at + "crate::".len()..], &[], &mut found);
+    }
+    for (at, _) in code.match_indices("super::") {
+        // The first `super::` of a chain climbs as many levels as it has.
+        if code[..at].ends_with("super::") {
+            continue;
+        }
+        let mut rest = &code[at..];
+        let mut base = module;
+        while let Some(next) = rest.strip_prefix("super::") {
+            base = &base[..base.len().saturating_sub(1)];
+            rest = next;
+        }
+        paths(rest, base, &mut found);
+    }
+    found
+}
+
+/// Adds to `found` the paths `rest` names below `prefix`, up to a folder
+/// and a module.
+fn paths(rest: &str, prefix: &[String], found: &mut BTreeSet<Vec<String>>) {
+    if prefix.len() == 2 {
+        found.insert(prefix.to_vec());
+        return;
+    }
+    let rest = rest.trim_start();
+    if let Some(group) = rest.strip_prefix('{') {
+        for item in group_items(group) {
+            paths(item, prefix, found);
+        }
+        return;
+    }
+    let name = ident(rest);
+    if name.is_empty() || name == "self" {
+        if !prefix.is_empty() {
+            found.insert(prefix.to_vec());
+        }
+        return;
+    }
+    let mut path = prefix.to_vec();
+    path.push(name.clone());
+    match rest[name.len()..].trim_start().strip_prefix("::") {
+        Some(next) => paths(next, &path, found),
+        None => {
+            found.insert(path);
         }
     }
-    found.remove("");
-    found
 }
 
 /// The top-level items of a `{...}` group whose opening brace is already
@@ -145,6 +234,20 @@ pub(crate) fn sources(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
     }
 }
 
+/// The module a source file is, from `src/`: `listener/server.rs` is
+/// `["listener", "server"]`, a folder's `mod.rs` the folder.
+fn module_of(relative: &Path) -> Vec<String> {
+    let mut path: Vec<String> = relative
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if path.last().is_some_and(|last| last == "mod") {
+        path.pop();
+    }
+    path
+}
+
 #[test]
 fn each_module_uses_only_the_layers_below_it() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -154,55 +257,115 @@ fn each_module_uses_only_the_layers_below_it() {
     let mut seen = BTreeSet::new();
     for file in files {
         let relative = file.strip_prefix(&src).unwrap();
-        let top = relative
-            .components()
-            .next()
-            .unwrap()
-            .as_os_str()
-            .to_str()
-            .unwrap()
-            .trim_end_matches(".rs")
-            .to_string();
+        let module = module_of(relative);
         // The crate root, the binary, test files and this test.
-        if ["lib", "main", "layers"].contains(&top.as_str())
+        if [["lib"], ["main"], ["layers"]].iter().any(|m| module == m)
             || file.file_name().is_some_and(|n| n == "tests.rs")
         {
             continue;
         }
-        let Some(from) = layer_of(&top) else {
-            wrong.push(format!("{top} is in no layer of LAYERS"));
+        let Some(from) = place(&module) else {
+            wrong.push(format!("{} is in no layer of LAYERS", relative.display()));
             continue;
         };
-        seen.insert(top.clone());
+        seen.insert((LAYERS[from.folder].0, from.module.clone()));
         let code = non_test_code(&std::fs::read_to_string(&file).unwrap());
-        for used in uses(&code).into_iter().filter(|m| *m != top) {
-            match layer_of(&used) {
-                Some(to) if to < from => {}
-                _ => wrong.push(format!("{} uses crate::{used}", relative.display())),
+        for used in uses(&code, &module) {
+            if !place(&used).is_some_and(|to| may_use(&from, &to)) {
+                wrong.push(format!(
+                    "{} uses crate::{}",
+                    relative.display(),
+                    used.join("::")
+                ));
             }
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
-    let listed: BTreeSet<String> = LAYERS
+    let listed: BTreeSet<(&str, String)> = LAYERS
         .iter()
-        .flat_map(|l| l.iter().map(|m| m.to_string()))
+        .flat_map(|(folder, lines)| {
+            let modules = lines
+                .iter()
+                .flat_map(|line| line.iter())
+                .map(|m| m.to_string());
+            modules.chain([String::new()]).map(move |m| (*folder, m))
+        })
         .collect();
-    assert_eq!(seen, listed, "LAYERS names a module that does not exist");
+    assert_eq!(seen, listed, "LAYERS and the files of src/ differ");
+}
+
+/// The README's layer table names every folder and module of LAYERS.
+#[test]
+fn the_readme_names_every_module() {
+    let readme = include_str!("../../README.md");
+    let table: String = readme
+        .lines()
+        .skip_while(|line| !line.starts_with("| Layer |"))
+        .take_while(|line| line.starts_with('|'))
+        .collect();
+    let missing: Vec<&str> = LAYERS
+        .iter()
+        .flat_map(|(folder, lines)| {
+            [*folder]
+                .into_iter()
+                .chain(lines.iter().flat_map(|l| l.iter().copied()))
+        })
+        .filter(|name| {
+            !table.contains(&format!("`{name}`")) && !table.contains(&format!("`{name}/`"))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the README's layer table leaves out {missing:?}"
+    );
+}
+
+fn names(paths: &[&str]) -> BTreeSet<Vec<String>> {
+    paths
+        .iter()
+        .map(|p| p.split("::").map(String::from).collect())
+        .collect()
 }
 
 #[test]
 fn a_use_of_a_higher_layer_is_found() {
     let code = non_test_code(
-        "use crate::server::Server;\n// crate::control in a comment\n#[cfg(test)]\nmod tests {\n    use crate::swap;\n}\n",
+        "use crate::listener::server::Server;\n// crate::versions in a comment\n#[cfg(test)]\nmod tests {\n    use crate::versions::swap;\n}\n",
     );
-    assert_eq!(uses(&code), BTreeSet::from(["server".to_string()]));
+    assert_eq!(uses(&code, &[]), names(&["listener::server"]));
+    let from = place(&names(&["sandbox::engine"]).pop_first().unwrap()).unwrap();
+    let to = place(&["listener".to_string(), "server".to_string()]).unwrap();
+    assert!(!may_use(&from, &to) && may_use(&to, &from));
 }
 
 /// A grouped import names each of its modules: no rustfmt setting that
 /// merges imports can hide one.
 #[test]
 fn a_grouped_use_names_each_module() {
-    let code = "use crate::{\n    server::Server,\n    swap::{self, Doors},\n    tasks,\n};\nuse crate::{};\n";
-    let expected = ["server", "swap", "tasks"].map(String::from);
-    assert_eq!(uses(code), BTreeSet::from(expected));
+    let code = "use crate::{\n    listener::{body, server::Server},\n    versions::swap::{self, Doors},\n    bindings,\n};\nuse crate::{};\n";
+    let expected = names(&[
+        "listener::body",
+        "listener::server",
+        "versions::swap",
+        "bindings",
+    ]);
+    assert_eq!(uses(code, &[]), expected);
+}
+
+/// `super::` climbs from the module it is written in, so a sibling reached
+/// through it is checked like one reached through `crate::`.
+#[test]
+fn a_super_path_is_resolved_from_its_module() {
+    let module = module_of(Path::new("listener/body.rs"));
+    let code = "use super::server::Server;\nuse super::{admission, server};\nuse super::super::hosting::host;\n";
+    let expected = names(&["listener::server", "listener::admission", "hosting::host"]);
+    assert_eq!(uses(code, &module), expected);
+    let body = place(&module).unwrap();
+    let server = place(&names(&["listener::server"]).pop_first().unwrap()).unwrap();
+    let sibling = place(&names(&["listener::admission"]).pop_first().unwrap()).unwrap();
+    assert!(!may_use(&body, &server));
+    assert!(
+        !may_use(&body, &sibling),
+        "modules on one line use none of each other"
+    );
 }

@@ -8,40 +8,23 @@
 //! (a host bug) leaves nothing half-written, and the requests after it
 //! should not fail too.
 
-pub mod admission;
-pub mod agents;
 pub mod bindings;
-pub mod body;
-pub mod cache;
-pub mod capsule;
-pub mod card_cache;
-pub mod connections;
-pub mod control;
-pub mod cpu;
-pub mod engine;
-pub mod framing;
-pub mod handles;
-pub mod host;
-pub mod host_control;
-pub mod idle;
+pub mod hosting;
 pub mod imports;
+pub mod listener;
 pub mod manifest;
-pub mod memory;
-pub mod metrics;
-#[cfg(feature = "native-door")]
-pub mod native;
-pub mod one_call;
-pub mod planes;
-pub mod process;
-pub mod proxies;
-pub mod redeems;
-pub mod request;
-pub mod roster;
-pub mod server;
+pub mod sandbox;
 pub mod session;
-pub mod swap;
-pub mod tasks;
-pub mod tokens;
+pub mod versions;
+
+pub use hosting::{capsule, host, host_control, roster};
+#[cfg(feature = "native-door")]
+pub use listener::native;
+pub use listener::{admission, body, connections, metrics, proxies, redeems, server};
+pub use manifest::planes;
+pub use sandbox::{cache, cpu, engine, framing, idle, memory, one_call, request};
+pub use session::{agents, handles, process, tasks, tokens};
+pub use versions::{card_cache, control, swap};
 
 #[cfg(test)]
 mod layers;

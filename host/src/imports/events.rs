@@ -14,7 +14,7 @@ use wasmtime::component::Resource;
 use super::DoorCtxView;
 use crate::bindings::events::{Event, Events, Host, HostEvents, OutputStream, Passed};
 use crate::bindings::task_store::{Caller, TaskError, TaskState};
-use crate::tasks::events::{Claimed, Framing, Read, Reader};
+use crate::session::tasks::events::{Claimed, Framing, Read, Reader};
 
 /// An event's framing: its SSE bytes and where the request id goes; none
 /// when the door could not frame it.

@@ -32,7 +32,7 @@ pub struct DoorCtx {
     /// door failing after that had accepted its request.
     pub changed: Arc<AtomicBool>,
     /// The door version serving the request: its streams pass on what
-    /// streams of the same version framed (see [`crate::tasks::events`]).
+    /// streams of the same version framed (see [`crate::session::tasks::events`]).
     pub version: u64,
     /// The body of a request answered in one call, until the door reads it.
     pub body: Option<request_body::BoxedBody>,

@@ -1,6 +1,6 @@
 //! `murmur:door/request-body`: the body of a request the door answers in
 //! one call, read only when the door asks for it (step 5 of the check
-//! order), within the limits [`crate::body::RequestBody`] reads it under.
+//! order), within the limits [`crate::listener::body::RequestBody`] reads it under.
 //! The host collects it whole, copies it into the door's memory, and keeps
 //! nothing of it after the call that read it.
 

@@ -7,7 +7,7 @@ use super::DoorCtxView;
 use crate::bindings::session::{
     Capsule, CompletionReceipt, CompletionRefusal, Host, Identity, PlaneExports, StopReport,
 };
-use crate::planes::Exports;
+use crate::manifest::planes::Exports;
 
 impl Host for DoorCtxView<'_> {
     fn describe(&mut self) -> Capsule {

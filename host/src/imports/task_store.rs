@@ -11,7 +11,7 @@ use crate::bindings::task_store::{
 
 impl Host for DoorCtxView<'_> {
     /// Written in one batch with the starts of the requests running
-    /// meanwhile (see [`crate::tasks::Hub::start_batched`]).
+    /// meanwhile (see [`crate::session::tasks::Hub::start_batched`]).
     async fn start(&mut self, task: NewTask) -> Result<Started, TaskError> {
         let caller = task.caller.clone();
         let started = self.ctx.session.tasks.start_batched(task).await;

@@ -21,7 +21,7 @@ impl Host for DoorCtxView<'_> {
         let session = &self.ctx.session;
         let redeemed = session
             .handles
-            .redeem(&handle, &audience, crate::tasks::now_ms());
+            .redeem(&handle, &audience, crate::session::tasks::now_ms());
         match redeemed {
             Ok(redeemed) => {
                 tracing::info!(handle_id = %redeemed.id, %audience, "peer handle redeemed");

@@ -1,0 +1,198 @@
+//! One capsule's door, opened and closed: its session (the state directory
+//! locked, the store opened or resumed), its listener, its minted tokens and
+//! control token, and the server answering on it. `murmur-door serve` opens
+//! one; a host of capsules ([`crate::hosting::host`]) opens many on one engine.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::hosting::roster::Entry;
+use crate::listener::server::Server;
+use crate::sandbox::engine::Door;
+use crate::session::Session;
+use crate::session::agents::Agent;
+use crate::session::tasks::events::Replay;
+use crate::session::tasks::{self, store::Store};
+use crate::versions::control::{CONTROL_PATH, ControlToken};
+
+/// What a capsule is opened from: its entry (a capsules file's, or
+/// `serve`'s flags), the agent running its tasks and its replay buffer.
+pub struct CapsuleConfig {
+    pub entry: Entry,
+    pub agent: Arc<dyn Agent>,
+    pub replay: Replay,
+}
+
+/// A capsule's door, answering.
+pub struct Capsule {
+    pub server: Arc<Server>,
+    pub session: Arc<Session>,
+    /// Where it listens, `http://ADDR`: its card's
+    /// `supportedInterfaces[0].url` unless it has a public URL.
+    pub url: String,
+    /// The id of the launch's own task, when this launch started one.
+    pub launch_task: Option<String>,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl Capsule {
+    /// Opens the session `config` names and serves `door` for it on
+    /// `config.listen`, the server set up by `configure` (limits, a host's
+    /// shared pool). The tokens and the control token are on disk before
+    /// anyone is answered. Fails, with nothing listening, when the state
+    /// directory is locked by another door or cannot be opened, the address
+    /// is taken, or a file cannot be written.
+    pub async fn open(
+        config: CapsuleConfig,
+        door: Door,
+        configure: impl FnOnce(Server) -> Server,
+    ) -> anyhow::Result<Capsule> {
+        let CapsuleConfig {
+            entry:
+                Entry {
+                    name,
+                    manifest,
+                    workdir,
+                    task,
+                    listen,
+                    public_url,
+                    state,
+                    tokens_file,
+                    control_token_file,
+                    resume,
+                    ..
+                },
+            agent,
+            replay,
+        } = config;
+        let opened = Store::open(&state, resume, tasks::now_ms())?;
+        let listener = TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        let url = listener_url(listener.local_addr()?);
+        // The card names the public URL when there is one.
+        let card_url = public_url.unwrap_or_else(|| url.clone());
+        let session = Arc::new(
+            Session::start(&manifest, card_url, opened.store, agent, replay)?.with_workdir(workdir),
+        );
+        // The tokens are on disk before the door answers anyone.
+        session
+            .tokens
+            .write_file(&tokens_file)
+            .with_context(|| format!("writing tokens to {}", tokens_file.display()))?;
+        let control = ControlToken::mint()?;
+        control.write_file(&control_token_file).with_context(|| {
+            format!(
+                "writing the control token to {}",
+                control_token_file.display()
+            )
+        })?;
+        let capsule = name.as_str();
+        tracing::info!(capsule = %capsule, version = %manifest.version, session = %session.id(), "session started");
+        if resume {
+            tracing::info!(capsule = %capsule, session = %session.id(), failed = opened.failed_by_resume.len(), "session resumed; tasks it left live are failed");
+        }
+        if let Some(archived) = &opened.archived {
+            tracing::info!(capsule = %capsule, path = %archived.display(), "previous session archived");
+        }
+        tracing::info!(capsule = %capsule, path = %tokens_file.display(), "tokens written");
+        tracing::info!(capsule = %capsule, path = %control_token_file.display(), surface = CONTROL_PATH, "control token written");
+        // The launch's own task is on the door before anyone is answered; a
+        // resumed session has it already.
+        let mut launch_task = None;
+        if let Some(text) = task.filter(|_| !resume) {
+            let launched = session
+                .tasks
+                .start_own(text)
+                .map_err(|e| anyhow::anyhow!("starting the launch task: {e:?}"))?;
+            tracing::info!(capsule = %capsule, task = %launched.id, "launch task started");
+            launch_task = Some(launched.id);
+        }
+        // A resumed launch reports the detached commands its last run lost,
+        // as a task of its own, before anyone is answered.
+        if !opened.lost_commands.is_empty() {
+            let report = session
+                .tasks
+                .start_own(tasks::own::lost_commands(&opened.lost_commands))
+                .map_err(|e| anyhow::anyhow!("reporting the lost commands: {e:?}"))?;
+            tracing::info!(capsule = %capsule, task = %report.id, lost = opened.lost_commands.len(), "lost commands reported");
+        }
+
+        let server = Arc::new(configure(
+            Server::new(door, session.clone())
+                .with_control(control)
+                .with_name(&name),
+        ));
+        let serving = tokio::spawn(server.clone().serve(listener));
+        tracing::info!(capsule = %capsule, %url, "door listening");
+        Ok(Capsule {
+            server,
+            session,
+            url,
+            launch_task,
+            serving,
+        })
+    }
+
+    /// Resolves once the launch's own task has ended (`lifecycle.after_task:
+    /// exit`), or the session has closed; never when this launch started
+    /// none. A task waiting for input has not ended.
+    pub async fn launch_task_ended(&self) {
+        let Some(id) = &self.launch_task else {
+            return std::future::pending().await;
+        };
+        loop {
+            self.session.tasks.settled_started(id).wait().await;
+            let ended = match self.session.tasks.get(&None, id) {
+                Ok(task) => !tasks::is_live(task.status.state),
+                Err(_) => true,
+            };
+            if ended || self.session.closing() {
+                return;
+            }
+        }
+    }
+
+    /// Closes its session, listener and connections at once, without
+    /// waiting: for a capsule something else still holds.
+    pub fn close_now(&self) {
+        self.session.close();
+        self.serving.abort();
+        self.server.shut();
+    }
+
+    /// Closes the capsule as SIGTERM does. First its listener: a new
+    /// connection is refused (a load balancer moves on), while the ones
+    /// open are still answered. Then the session: new tasks are rejected,
+    /// held requests answer with their task as it stands, streams end with
+    /// `capsule-closed`, detached commands are killed. It waits up to the
+    /// server's drain (`--drain-ms`) for every request in flight to finish
+    /// and a moment for the last bytes to leave, then closes every
+    /// connection.
+    pub async fn close(self) {
+        self.serving.abort();
+        // Dropped, with its listener, once the abort has taken.
+        let _ = self.serving.await;
+        self.session.close();
+        let deadline = tokio::time::Instant::now() + self.server.http_limits().drain;
+        while self.server.doors.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.server.shut();
+    }
+}
+
+/// The address the listener answers on, for the card. An unspecified address
+/// (0.0.0.0, ::) answers on every interface; the card then names localhost.
+pub fn listener_url(addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        format!("http://localhost:{}", addr.port())
+    } else {
+        format!("http://{addr}")
+    }
+}

@@ -1,0 +1,482 @@
+//! A host of capsules: one wasmtime engine (one pooling allocator, one
+//! epoch ticker), and for each door version one compiled component and
+//! pre-instantiation, shared by every capsule; capsules added and removed
+//! while it runs. Each capsule keeps its own manifest, listener, state
+//! directory (lock, `session.db`, tokens, control token), task hub and event
+//! log; its requests run in stores of their own, drawing on the host's pool
+//! of instances up to the capsule's share.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+
+use crate::hosting::capsule::{Capsule, CapsuleConfig};
+use crate::hosting::roster::{self, Entry, RosterError};
+use crate::listener::metrics::{CapsuleLabel, Metrics};
+use crate::listener::proxies::TrustedProxies;
+use crate::listener::server::{HttpLimits, Shared};
+use crate::sandbox::engine::{Door, DoorEngine};
+use crate::sandbox::request::Limits;
+use crate::session::agents::Agent;
+use crate::session::tasks::events::Replay;
+use crate::versions::swap::{self, Source};
+
+/// What every capsule of a host runs under.
+#[derive(Clone, Copy, Debug)]
+pub struct HostLimits {
+    pub limits: Limits,
+    /// The pool (`max_instances`), connections, body bytes and door memory
+    /// are the host's, shared by every capsule.
+    pub http: HttpLimits,
+    /// Instances of the pool one capsule may hold at once.
+    pub capsule_instances: u32,
+    pub max_component_bytes: usize,
+}
+
+pub struct Host {
+    engine: DoorEngine,
+    limits: HostLimits,
+    shared: Shared,
+    agent: Arc<dyn Agent>,
+    replay: Replay,
+    /// The door a capsule added now starts on: the last version swapped
+    /// into every capsule.
+    door: Mutex<(Door, Source)>,
+    capsules: Mutex<BTreeMap<String, Hosted>>,
+    /// What every capsule's requests add to.
+    metrics: Arc<Metrics>,
+}
+
+struct Hosted {
+    entry: Entry,
+    /// None while the capsule opens.
+    capsule: Option<Arc<Capsule>>,
+}
+
+/// What a host-wide or partial swap did.
+pub struct HostSwap {
+    pub digest: String,
+    /// Capsules now live on the new version.
+    pub swapped: Vec<String>,
+    /// Capsules that kept their door, and why.
+    pub refused: Vec<(String, String)>,
+    /// Compiling (or loading from the cache) the new version once.
+    pub compile: Duration,
+    pub took: Duration,
+}
+
+impl Host {
+    /// A host whose capsules start on `door`, on the engine it was
+    /// compiled for.
+    pub fn new(
+        door: Door,
+        source: Source,
+        limits: HostLimits,
+        agent: Arc<dyn Agent>,
+        replay: Replay,
+    ) -> Host {
+        Host {
+            engine: door.engine.clone(),
+            shared: Shared::new(&limits.http),
+            limits,
+            agent,
+            replay,
+            door: Mutex::new((door, source)),
+            capsules: Mutex::new(BTreeMap::new()),
+            metrics: Arc::default(),
+        }
+    }
+
+    /// A request from one of `proxies`, to any capsule, is its client's,
+    /// as the proxies' forwarding headers name it.
+    pub fn with_trusted_proxies(mut self, proxies: TrustedProxies) -> Host {
+        self.shared.trust_proxies(proxies);
+        self
+    }
+
+    /// Opens the capsule `entry` describes and serves it; its url. Refused
+    /// when another capsule has its name, state directory or address, or
+    /// when it cannot open (its state locked, its address taken): the other
+    /// capsules are untouched.
+    pub async fn add(&self, entry: Entry) -> Result<String, RosterError> {
+        {
+            let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
+            roster::check_unique(capsules.values().map(|h| &h.entry), &entry)?;
+            capsules.insert(
+                entry.name.clone(),
+                Hosted {
+                    entry: entry.clone(),
+                    capsule: None,
+                },
+            );
+        }
+        let name = entry.name.clone();
+        let share = entry
+            .instances
+            .unwrap_or(self.limits.capsule_instances)
+            .min(self.limits.http.max_instances);
+        let (door, source) = self.door.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let limits = self.limits;
+        let shared = self.shared.clone();
+        let metrics = self.metrics.clone();
+        let config = CapsuleConfig {
+            entry,
+            agent: self.agent.clone(),
+            replay: self.replay,
+        };
+        let opened = Capsule::open(config, door, |server| {
+            server
+                .with_limits(limits.limits)
+                .with_http_limits(limits.http)
+                .with_max_component_bytes(limits.max_component_bytes)
+                .with_source(source)
+                .in_host(shared, share)
+                .with_metrics(metrics)
+        })
+        .await;
+        let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
+        match opened {
+            Ok(capsule) => {
+                let url = capsule.url.clone();
+                if let Some(hosted) = capsules.get_mut(&name) {
+                    hosted.capsule = Some(Arc::new(capsule));
+                }
+                Ok(url)
+            }
+            Err(e) => {
+                capsules.remove(&name);
+                Err(RosterError {
+                    at: format!("capsule {name}"),
+                    key: String::new(),
+                    message: format!("{e:#}"),
+                })
+            }
+        }
+    }
+
+    /// Closes the capsule `name` as SIGTERM closes a door, and forgets it;
+    /// false when there is none (or it is still opening).
+    pub async fn remove(&self, name: &str) -> bool {
+        let capsule = {
+            let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
+            match capsules.get(name) {
+                Some(Hosted {
+                    capsule: Some(_), ..
+                }) => capsules.remove(name).and_then(|h| h.capsule),
+                _ => None,
+            }
+        };
+        let Some(capsule) = capsule else {
+            return false;
+        };
+        close(capsule).await;
+        tracing::info!(capsule = name, "capsule removed");
+        true
+    }
+
+    /// The session of the capsule `name`, for the runtime's own calls on
+    /// it (member tokens, its own tasks, peer handles); None when there is
+    /// none (or it is still opening).
+    pub fn session(&self, name: &str) -> Option<Arc<crate::session::Session>> {
+        let capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
+        let hosted = capsules.get(name)?;
+        hosted.capsule.as_ref().map(|c| c.session.clone())
+    }
+
+    /// Every capsule's name, url, session and live door.
+    pub fn list(&self) -> Value {
+        let capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
+        let listed: Vec<Value> = capsules
+            .iter()
+            .filter_map(|(name, hosted)| {
+                let capsule = hosted.capsule.as_ref()?;
+                let live = capsule.server.doors.live();
+                Some(json!({
+                    "name": name,
+                    "url": capsule.url,
+                    "session": capsule.session.id(),
+                    "state": hosted.entry.state,
+                    "door": {"version": live.version, "digest": live.door.digest},
+                    "inFlight": capsule.server.doors.in_flight(),
+                }))
+            })
+            .collect();
+        json!({"capsules": listed, "freeInstances": self.shared.free_instances()})
+    }
+
+    /// The capsules `names` names (every capsule when None); an unknown
+    /// name is refused.
+    fn chosen(&self, names: Option<&[String]>) -> Result<Vec<(String, Arc<Capsule>)>, String> {
+        let capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
+        let live =
+            |(name, hosted): (&String, &Hosted)| Some((name.clone(), hosted.capsule.clone()?));
+        match names {
+            None => Ok(capsules.iter().filter_map(live).collect()),
+            Some(names) => names
+                .iter()
+                .map(|name| {
+                    capsules
+                        .get_key_value(name)
+                        .and_then(live)
+                        .ok_or_else(|| format!("there is no capsule named {name}"))
+                })
+                .collect(),
+        }
+    }
+
+    /// Compiles `bytes` once and makes it the live door of the capsules
+    /// `names` names, or of every capsule (and of those added later) when
+    /// None. Requests in flight finish on the version they started on. A
+    /// capsule whose trial instance fails keeps its door.
+    pub async fn swap(
+        &self,
+        bytes: Vec<u8>,
+        source: Source,
+        names: Option<&[String]>,
+    ) -> anyhow::Result<HostSwap> {
+        let started = Instant::now();
+        let chosen = self.chosen(names).map_err(anyhow::Error::msg)?;
+        let door = swap::compile(&self.engine, bytes, &source).await?;
+        let compile = started.elapsed();
+        let mut swapped = Vec::new();
+        let mut refused = Vec::new();
+        for (name, capsule) in chosen {
+            let server = &capsule.server;
+            match server
+                .doors
+                .adopt(door.clone(), source.clone(), &server.stores)
+                .await
+            {
+                Ok(_) => swapped.push(name),
+                Err(e) => refused.push((name, format!("{e:#}"))),
+            }
+        }
+        if names.is_none() && refused.is_empty() {
+            *self.door.lock().unwrap_or_else(|e| e.into_inner()) = (door.clone(), source);
+        }
+        let took = started.elapsed();
+        tracing::info!(
+            digest = %door.digest,
+            capsules = swapped.len(),
+            refused = refused.len(),
+            compile_ms = compile.as_millis() as u64,
+            millis = took.as_millis() as u64,
+            "host swap"
+        );
+        Ok(HostSwap {
+            digest: door.digest,
+            swapped,
+            refused,
+            compile,
+            took,
+        })
+    }
+
+    /// Makes each chosen capsule's previous door live again; the capsules
+    /// rolled back (those with no previous door are not).
+    pub fn rollback(&self, names: Option<&[String]>) -> Result<Vec<String>, String> {
+        Ok(self
+            .chosen(names)?
+            .into_iter()
+            .filter(|(_, capsule)| capsule.server.doors.rollback().is_some())
+            .map(|(name, _)| name)
+            .collect())
+    }
+
+    /// Closes every capsule, together.
+    pub async fn close(&self) {
+        let capsules: Vec<Arc<Capsule>> = {
+            let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::take(&mut *capsules)
+                .into_values()
+                .filter_map(|h| h.capsule)
+                .collect()
+        };
+        let closing: Vec<_> = capsules
+            .into_iter()
+            .map(|c| tokio::spawn(close(c)))
+            .collect();
+        for closed in closing {
+            let _ = closed.await;
+        }
+    }
+
+    /// Prometheus text (OpenMetrics): each capsule's requests by method,
+    /// status and JSON-RPC code, their latency, instances in use, open
+    /// streams, tasks by state, swaps by outcome; the host's pool, compiles
+    /// and resident memory.
+    pub fn metrics(&self) -> String {
+        let mut registry = Registry::default();
+        self.metrics.register(&mut registry);
+        let instances = Family::<CapsuleLabel, Gauge>::default();
+        let streams = Family::<CapsuleLabel, Gauge>::default();
+        let tasks = Family::<TaskLabels, Gauge>::default();
+        let swaps = Family::<SwapLabels, Counter>::default();
+        let capsules: Vec<(String, Arc<Capsule>)> = self.chosen(None).unwrap_or_default();
+        for (name, capsule) in &capsules {
+            let label = CapsuleLabel {
+                capsule: name.clone(),
+            };
+            let server = &capsule.server;
+            instances
+                .get_or_create(&label)
+                .set(server.instances_in_use() as i64);
+            streams
+                .get_or_create(&label)
+                .set(server.open_streams() as i64);
+            for (state, count) in capsule.session.tasks.count_by_state().unwrap_or_default() {
+                let labels = TaskLabels {
+                    capsule: name.clone(),
+                    state,
+                };
+                tasks.get_or_create(&labels).set(count as i64);
+            }
+            let counts = &server.doors.counts;
+            for (outcome, count) in [
+                ("swapped", &counts.swapped),
+                ("refused", &counts.refused),
+                ("rolled_back", &counts.rolled_back),
+            ] {
+                let labels = SwapLabels {
+                    capsule: name.clone(),
+                    outcome,
+                };
+                swaps
+                    .get_or_create(&labels)
+                    .inc_by(count.load(Ordering::Relaxed));
+            }
+        }
+        registry.register(
+            "murmur_door_capsule_instances",
+            "Door instances a capsule's requests hold",
+            instances,
+        );
+        registry.register(
+            "murmur_door_capsule_streams",
+            "Event streams open on a capsule",
+            streams,
+        );
+        registry.register(
+            "murmur_door_capsule_tasks",
+            "A capsule's tasks by state",
+            tasks,
+        );
+        registry.register(
+            "murmur_door_capsule_swaps",
+            "Door swaps of a capsule, by outcome",
+            swaps,
+        );
+
+        let gauge = |value: i64| {
+            let gauge = Gauge::<i64>::default();
+            gauge.set(value);
+            gauge
+        };
+        let pool = self.limits.http.max_instances as i64;
+        registry.register(
+            "murmur_door_capsules",
+            "Capsules the host serves",
+            gauge(capsules.len() as i64),
+        );
+        registry.register(
+            "murmur_door_pool_instances",
+            "Door instances the host's pool holds",
+            gauge(pool),
+        );
+        registry.register(
+            "murmur_door_pool_instances_in_use",
+            "Door instances in use across every capsule",
+            gauge(pool - self.shared.free_instances() as i64),
+        );
+        registry.register(
+            "murmur_door_pool_instances_idle",
+            "Door instances kept between requests, in slots beside the pool's",
+            gauge(self.shared.idle_instances() as i64),
+        );
+        let write_timeouts = Counter::<u64>::default();
+        write_timeouts.inc_by(self.shared.write_timeouts());
+        registry.register(
+            "murmur_door_write_timeouts",
+            "Connections dropped because their client took no byte of an answer for --write-timeout-ms",
+            write_timeouts,
+        );
+        let compiles = Family::<CompileLabels, Counter>::default();
+        for (how, count) in [
+            ("compiled", &self.engine.compiles.compiled),
+            ("cached", &self.engine.compiles.cached),
+        ] {
+            compiles
+                .get_or_create(&CompileLabels { how })
+                .inc_by(count.load(Ordering::Relaxed));
+        }
+        registry.register(
+            "murmur_door_compiles",
+            "Door components compiled, or loaded from the compile cache",
+            compiles,
+        );
+        registry.register(
+            "murmur_door_resident_bytes",
+            "The host's resident memory",
+            gauge(resident_bytes()),
+        );
+        let mut text = String::new();
+        // Writing to a String does not fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
+        text
+    }
+
+    /// The engine every capsule runs on.
+    pub fn engine(&self) -> &DoorEngine {
+        &self.engine
+    }
+
+    /// The largest component a swap reads.
+    pub fn max_component_bytes(&self) -> usize {
+        self.limits.max_component_bytes
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabels {
+    capsule: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SwapLabels {
+    capsule: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CompileLabels {
+    how: &'static str,
+}
+
+/// This process's resident memory, in bytes (0 when it cannot be read).
+fn resident_bytes() -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// Closes `capsule` once nothing else holds it.
+async fn close(capsule: Arc<Capsule>) {
+    match Arc::try_unwrap(capsule) {
+        Ok(capsule) => capsule.close().await,
+        // A swap, rollback or scrape holds it for a moment: it closes at
+        // once, without waiting for its requests.
+        Err(shared) => shared.close_now(),
+    }
+}

@@ -1,0 +1,180 @@
+//! The host's control surface, on a listener of its own (the capsules
+//! file's `control.listen`), for the bearer of the host's control token:
+//!
+//! - `GET /capsules` → every capsule: name, url, session, live door
+//! - `POST /capsules`, an entry of the capsules file as JSON → 201 and its
+//!   url; 422 naming the capsule and key when refused (the others are
+//!   untouched)
+//! - `DELETE /capsules/NAME` → the capsule closed as SIGTERM closes a door
+//! - `POST /swap[?capsules=a,b]`, a component as the body or `{"path":
+//!   ...}` → compiled once, live in the capsules named (every capsule, and
+//!   those added later, without `capsules`)
+//! - `POST /rollback[?capsules=a,b]` → each capsule's previous door
+//! - `GET /metrics` → Prometheus text ([`Host::metrics`])
+//!
+//! Each capsule's own control surface still answers on its own listener.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+
+use crate::hosting::host::Host;
+use crate::hosting::roster::Entry;
+use crate::versions::control::{self, ControlToken, error, json_response};
+
+/// Bytes an entry sent to `POST /capsules` may have.
+const MAX_ENTRY_BYTES: usize = 64 << 10;
+
+/// Serves the host's control surface on `listener` until the task is
+/// dropped. Paths in entries are relative to `base`.
+pub async fn serve(
+    host: Arc<Host>,
+    token: Arc<ControlToken>,
+    base: PathBuf,
+    listener: TcpListener,
+) {
+    let base = Arc::new(base);
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        let (host, token, base) = (host.clone(), token.clone(), base.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let (host, token, base) = (host.clone(), token.clone(), base.clone());
+                async move { Ok::<_, Infallible>(answer(&host, &token, &base, request).await) }
+            });
+            let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(30))
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn answer(
+    host: &Host,
+    token: &ControlToken,
+    base: &std::path::Path,
+    request: Request<Incoming>,
+) -> Response<HyperOutgoingBody> {
+    let (parts, body) = request.into_parts();
+    // Before the body is read.
+    if !token.admits(&parts) {
+        return control::unauthorized();
+    }
+    let names = chosen(parts.uri.query());
+    let path = parts.uri.path().to_string();
+    match (path.as_str(), &parts.method) {
+        ("/capsules", &Method::GET) => json_response(StatusCode::OK, host.list()),
+        ("/metrics", &Method::GET) => Response::builder()
+            .header(
+                "content-type",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
+            .header("cache-control", "no-store")
+            .body(
+                Full::new(Bytes::from(host.metrics()))
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
+            .expect("a valid response"),
+        ("/capsules", &Method::POST) => {
+            let body = match control::read_upload(body, MAX_ENTRY_BYTES).await {
+                Ok(body) => body,
+                Err(refused) => return refused,
+            };
+            let entry = serde_yaml::from_slice::<serde_yaml::Value>(&body)
+                .map_err(|e| e.to_string())
+                .and_then(|v| Entry::parse(&v, base, "entry").map_err(|e| e.to_string()));
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(why) => return error(StatusCode::UNPROCESSABLE_ENTITY, "refused", why),
+            };
+            let name = entry.name.clone();
+            match host.add(entry).await {
+                Ok(url) => json_response(StatusCode::CREATED, json!({"name": name, "url": url})),
+                Err(why) => error(StatusCode::UNPROCESSABLE_ENTITY, "refused", why.to_string()),
+            }
+        }
+        (path, &Method::DELETE) if path.starts_with("/capsules/") => {
+            let name = &path["/capsules/".len()..];
+            if host.remove(name).await {
+                json_response(StatusCode::OK, json!({"removed": name}))
+            } else {
+                error(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    format!("there is no capsule named {name}"),
+                )
+            }
+        }
+        ("/swap", &Method::POST) => {
+            let max = host.max_component_bytes();
+            let body = match control::read_upload(body, max).await {
+                Ok(body) => body,
+                Err(refused) => return refused,
+            };
+            let (bytes, source, by_path) = match control::component(&parts, body, max).await {
+                Ok(component) => component,
+                Err(refused) => return refused,
+            };
+            match host.swap(bytes, source, names.as_deref()).await {
+                Ok(done) => json_response(
+                    StatusCode::OK,
+                    json!({
+                        "digest": done.digest,
+                        "swapped": done.swapped,
+                        "refused": done.refused.iter().map(|(name, why)| json!({"name": name, "reason": why})).collect::<Vec<Value>>(),
+                        "compileMs": done.compile.as_secs_f64() * 1000.0,
+                        "tookMs": done.took.as_secs_f64() * 1000.0,
+                    }),
+                ),
+                Err(e) if e.to_string().starts_with("there is no capsule named") => {
+                    error(StatusCode::NOT_FOUND, "not_found", e.to_string())
+                }
+                Err(e) => control::swap_refused(&e, by_path),
+            }
+        }
+        ("/rollback", &Method::POST) => match host.rollback(names.as_deref()) {
+            Ok(rolled) => json_response(StatusCode::OK, json!({"rolledBack": rolled})),
+            Err(why) => error(StatusCode::NOT_FOUND, "not_found", why),
+        },
+        ("/capsules" | "/swap" | "/rollback" | "/metrics", _) => {
+            control::method_not_allowed(&parts)
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "the host's control surface serves /capsules, /capsules/NAME, /swap, /rollback and /metrics"
+                .into(),
+        ),
+    }
+}
+
+/// The capsules `?capsules=a,b` names; None for every capsule.
+fn chosen(query: Option<&str>) -> Option<Vec<String>> {
+    let value = query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("capsules="))?;
+    Some(
+        value
+            .split(',')
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect(),
+    )
+}

@@ -1,0 +1,844 @@
+//! The HTTP listener: each request answered by a door instance, one kept
+//! from its caller's last request or a fresh one, which behaves as if it
+//! were fresh (see [`crate::sandbox::idle`]).
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tracing::Instrument;
+use wasmtime::Store;
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+
+use crate::imports::request_body::BoxedBody;
+use crate::listener::admission::{self, Admission, Caller, Slot};
+use crate::listener::answer::{Answer, Failed, OpenStream, Probe};
+use crate::listener::body::{BodyBudget, BodyLimits, RequestBody, Tally};
+use crate::listener::connections::{self, Busy, Connections, Throttled, WriteDeadline};
+use crate::listener::failure::{Failure, too_many_redeems};
+use crate::listener::metrics::{self, Metrics};
+use crate::listener::proxies::TrustedProxies;
+use crate::listener::redeems::Redeems;
+use crate::listener::run::{DoorRun, Run, answered};
+use crate::manifest::planes;
+use crate::sandbox::engine::{self, Door, DoorInstance};
+use crate::sandbox::idle::{Idle, Kept, Owner};
+use crate::sandbox::memory::{self, MemoryPool};
+use crate::sandbox::request::{self, Limits, RequestState, Stores};
+use crate::session::Session;
+use crate::versions::card_cache;
+use crate::versions::control::{self, ControlToken};
+use crate::versions::swap::{self, Doors, Live, Serving};
+
+/// The largest request body the host reads (`--max-body-bytes`): every
+/// text or data part a body this size can carry fits the default door
+/// memory (`--max-memory-mb` 128) when a held SendMessage echoes it back,
+/// with room to spare (8 MiB is about where 64 MiB would run out).
+pub const MAX_BODY_BYTES: usize = 8 << 20;
+/// Header lines a request head may carry (`--max-headers`).
+pub const MAX_HEADERS: usize = 100;
+/// Bytes a request head may take (`--max-header-bytes`); hyper's least is
+/// 8192.
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
+/// How long a client has to send a whole request head
+/// (`--header-timeout-ms`).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client has, from its head, to send the whole body
+/// (`--body-timeout-ms`).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes of request bodies held at once across every connection
+/// (`--max-body-memory-bytes`).
+pub const MAX_BODY_MEMORY_BYTES: usize = 256 << 20;
+
+/// What the clients of one listener may take of the host.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpLimits {
+    pub max_body_bytes: usize,
+    pub max_headers: usize,
+    pub max_header_bytes: usize,
+    pub header_timeout: Duration,
+    /// How long a client may take no byte of an answer that is not a
+    /// stream before its connection is dropped.
+    pub write_timeout: Duration,
+    pub body_timeout: Duration,
+    pub max_body_memory_bytes: usize,
+    pub max_connections: usize,
+    /// Door instances alive at once; the engine's pool must hold one more
+    /// (for a swap's trial instance).
+    pub max_instances: u32,
+    /// Door instances kept between requests (see [`crate::sandbox::idle`]); the
+    /// engine's pool holds them beside `max_instances`.
+    pub idle_instances: u32,
+    pub max_instances_per_caller: u32,
+    pub instance_wait: Duration,
+    /// Bytes of linear memory all live door instances hold together.
+    pub max_door_memory_bytes: usize,
+    /// How long a closing door waits for the requests in flight once it
+    /// has stopped accepting connections (`--drain-ms`).
+    pub drain: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> HttpLimits {
+        HttpLimits {
+            max_body_bytes: MAX_BODY_BYTES,
+            max_headers: MAX_HEADERS,
+            max_header_bytes: MAX_HEADER_BYTES,
+            header_timeout: HEADER_TIMEOUT,
+            write_timeout: connections::WRITE_TIMEOUT,
+            body_timeout: BODY_TIMEOUT,
+            max_body_memory_bytes: MAX_BODY_MEMORY_BYTES,
+            max_connections: connections::MAX_CONNECTIONS,
+            max_instances: engine::MAX_INSTANCES,
+            idle_instances: engine::IDLE_INSTANCES,
+            max_instances_per_caller: admission::MAX_INSTANCES_PER_CALLER,
+            instance_wait: admission::INSTANCE_WAIT,
+            max_door_memory_bytes: memory::MAX_DOOR_MEMORY_BYTES,
+            drain: DRAIN,
+        }
+    }
+}
+
+/// How long a closing door waits, by default, for its requests in flight.
+pub const DRAIN: Duration = Duration::from_secs(5);
+
+/// What the requests of every door in a host draw from: connections, body
+/// bytes, door instances and door memory (`HttpLimits`). A one-capsule
+/// server has its own.
+#[derive(Clone)]
+pub struct Shared {
+    connections: Arc<Connections>,
+    bodies: BodyBudget,
+    instances: Arc<Semaphore>,
+    memory: Arc<MemoryPool>,
+    idle: Arc<Idle>,
+    /// Whose forwarding headers name the client (`--trusted-proxy`).
+    proxies: Arc<TrustedProxies>,
+}
+
+impl Shared {
+    pub fn new(http: &HttpLimits) -> Shared {
+        Shared {
+            connections: Connections::new(http.max_connections),
+            bodies: BodyBudget::new(http.max_body_memory_bytes),
+            instances: Arc::new(Semaphore::new(http.max_instances as usize)),
+            memory: MemoryPool::new(http.max_door_memory_bytes),
+            idle: Idle::new(http.idle_instances),
+            proxies: Arc::default(),
+        }
+    }
+
+    /// A request from one of `proxies` is its client's, as the proxies'
+    /// forwarding headers name it (see [`crate::listener::proxies`]).
+    pub fn trust_proxies(&mut self, proxies: TrustedProxies) {
+        self.proxies = Arc::new(proxies);
+    }
+
+    /// Door instances free in the pool now.
+    pub fn free_instances(&self) -> usize {
+        self.instances.available_permits()
+    }
+
+    /// Door instances kept between requests now (see [`crate::sandbox::idle`]).
+    pub fn idle_instances(&self) -> usize {
+        self.idle.len()
+    }
+
+    /// Connections dropped because their client took no byte of an answer
+    /// for `--write-timeout-ms`.
+    pub fn write_timeouts(&self) -> u64 {
+        self.connections.write_timeouts()
+    }
+}
+
+/// A door's admission when its pool is its own.
+fn own_admission(http: &HttpLimits) -> Arc<Admission> {
+    Admission::new(
+        http.max_instances,
+        http.max_instances_per_caller,
+        http.instance_wait,
+    )
+}
+
+/// Warnings a flood of clients could repeat without end, once a second.
+static ACCEPT_FAILED: Throttled = Throttled::new(Duration::from_secs(1));
+static CONNECTIONS_FULL: Throttled = Throttled::new(Duration::from_secs(1));
+
+pub struct Server {
+    /// The live door and the previous one.
+    pub doors: Doors,
+    /// The session, limits and shared memory each request's store is
+    /// made of.
+    pub stores: Stores,
+    /// `host:port` of the listener, for requests that name no host.
+    listener_authority: hyper::header::HeaderValue,
+    /// The control surface's token; without one the host serves no control
+    /// surface and its path reaches the door.
+    control: Option<ControlToken>,
+    /// What each request's HTTP side may take.
+    http: HttpLimits,
+    /// The connections, body bytes, instances and memory all requests share.
+    shared: Shared,
+    /// Who gets an instance of the pool.
+    admission: Arc<Admission>,
+    /// Set when the server is shut: every connection closes.
+    shut: tokio::sync::watch::Sender<bool>,
+    /// The capsule, as its requests' logs name it.
+    name: Arc<str>,
+    /// A host's counts, which this capsule's requests add to.
+    metrics: Option<Arc<Metrics>>,
+    /// Event streams open now.
+    streams: Arc<AtomicU64>,
+    /// Requests are answered by the native baseline, not the component.
+    #[cfg(feature = "native-door")]
+    native: bool,
+    /// Failed peer handle redeems, by client address.
+    redeems: Redeems,
+}
+
+impl Server {
+    /// Serves the embedded `door`, with no control surface.
+    pub fn new(door: Door, session: Arc<Session>) -> Server {
+        let authority = session.identity.url.trim_start_matches("http://");
+        let listener_authority = hyper::header::HeaderValue::from_str(authority)
+            .unwrap_or(hyper::header::HeaderValue::from_static("localhost"));
+        let http = HttpLimits::default();
+        let shared = Shared::new(&http);
+        let name = session.identity.name.as_str().into();
+        Server {
+            admission: own_admission(&http),
+            doors: Doors::new(door, swap::EMBEDDED.to_string()),
+            stores: Stores {
+                session,
+                limits: Limits::default(),
+                memory: shared.memory.clone(),
+            },
+            listener_authority,
+            control: None,
+            http,
+            shared,
+            shut: tokio::sync::watch::Sender::new(false),
+            name,
+            metrics: None,
+            streams: Arc::default(),
+            redeems: Redeems::default(),
+            #[cfg(feature = "native-door")]
+            native: false,
+        }
+    }
+
+    /// Answers with the door's rules compiled natively (the benchmark
+    /// baseline) when `native`.
+    #[cfg(feature = "native-door")]
+    pub fn with_native_door(mut self, native: bool) -> Server {
+        self.native = native;
+        self
+    }
+
+    /// Door instances this server's requests hold now.
+    pub fn instances_in_use(&self) -> usize {
+        self.admission.in_use()
+    }
+
+    /// Event streams open now.
+    pub fn open_streams(&self) -> u64 {
+        self.streams.load(Ordering::Relaxed)
+    }
+
+    /// Its requests are counted in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Server {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// What counts a request answered `status`, once its body shows its
+    /// JSON-RPC error code; None when nothing counts.
+    /// The method label is worked out only when something counts.
+    fn probe(
+        &self,
+        method: impl FnOnce() -> &'static str,
+        status: u16,
+        started: tokio::time::Instant,
+    ) -> Option<Probe> {
+        Some(Probe {
+            metrics: self.metrics.clone()?,
+            capsule: self.name.clone(),
+            request: metrics::Request {
+                method: method(),
+                status,
+                rpc_code: "none",
+            },
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// A peer plane's answer, counted by its outcome.
+    fn count_redeem(&self, status: u16) {
+        if let Some(metrics) = &self.metrics {
+            let outcome = match status {
+                200 | 206 | 304 => "served",
+                429 => "limited",
+                _ => "refused",
+            };
+            metrics.redeem(&self.name, outcome);
+        }
+    }
+
+    /// Its requests' logs name the capsule `name`.
+    pub fn with_name(mut self, name: &str) -> Server {
+        self.name = name.into();
+        self
+    }
+
+    /// Closes every connection (their requests unanswered): for a capsule
+    /// whose session has closed and whose listener has stopped.
+    /// The limits it serves with.
+    pub fn http_limits(&self) -> &HttpLimits {
+        &self.http
+    }
+
+    pub fn shut(&self) {
+        self.shut.send_replace(true);
+        self.shared.idle.forget(&self.stores.session);
+    }
+
+    /// The door instances kept between requests, across the host.
+    pub fn idle(&self) -> &Idle {
+        &self.shared.idle
+    }
+
+    /// A component to swap in is at most `max` bytes.
+    pub fn with_max_component_bytes(mut self, max: usize) -> Server {
+        self.doors = self.doors.with_max_component_bytes(max);
+        self
+    }
+
+    /// Each request's body, head and head's time limited to `http`.
+    pub fn with_http_limits(mut self, http: HttpLimits) -> Server {
+        self.http = http;
+        self.shared = Shared::new(&http);
+        self.stores.memory = self.shared.memory.clone();
+        self.admission = own_admission(&http);
+        self
+    }
+
+    /// A request from one of `proxies` is its client's, as the proxies'
+    /// forwarding headers name it. After [`Server::with_http_limits`].
+    pub fn with_trusted_proxies(mut self, proxies: TrustedProxies) -> Server {
+        self.shared.trust_proxies(proxies);
+        self
+    }
+
+    /// Serves as one door of a host: its requests draw on `shared`, and
+    /// hold at most `share` of its instances.
+    pub fn in_host(mut self, shared: Shared, share: u32) -> Server {
+        self.stores.memory = shared.memory.clone();
+        self.admission = Admission::within(
+            Some(shared.instances.clone()),
+            share,
+            self.http.max_instances_per_caller,
+            self.http.instance_wait,
+        );
+        self.shared = shared;
+        self
+    }
+
+    /// Each request's store limited to `limits` (the engine's pool must
+    /// allow `limits.max_memory_bytes`).
+    pub fn with_limits(mut self, limits: Limits) -> Server {
+        self.stores.limits = limits;
+        self
+    }
+
+    /// The door came from `source` (a host's last swap).
+    pub fn with_source(mut self, source: swap::Source) -> Server {
+        self.doors = self.doors.with_source(source);
+        self
+    }
+
+    /// The door was loaded from `file`, which SIGHUP reloads.
+    pub fn with_component_file(mut self, file: PathBuf) -> Server {
+        self.doors = self.doors.with_component_file(file);
+        self
+    }
+
+    /// Serves the control surface, for the bearer of `token`.
+    pub fn with_control(mut self, token: ControlToken) -> Server {
+        self.control = Some(token);
+        self
+    }
+
+    /// SIGHUP: loads the `--component` file again and swaps to it.
+    pub async fn reload(&self) {
+        self.doors.reload(&self.stores).await;
+    }
+
+    /// Accepts connections until the listener fails for good.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors and the like: pause, keep serving.
+                    if let Some(times) = ACCEPT_FAILED.due() {
+                        tracing::warn!(error = %e, times, "accept failed");
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Some(registered) = self.shared.connections.admit() else {
+                if let Some(times) = CONNECTIONS_FULL.due() {
+                    tracing::warn!(
+                        max = self.shared.connections.max(),
+                        times,
+                        "every connection is answering a request: new connections are closed"
+                    );
+                }
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let server = self.clone();
+            let mut shut = self.shut.subscribe();
+            tokio::spawn(async move {
+                let registered = Arc::new(registered);
+                let limits = server.http;
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+                let on_connection = registered.clone();
+                let service = service_fn(move |request| {
+                    let server = server.clone();
+                    let busy = on_connection.begin();
+                    async move { Ok::<_, Infallible>(server.handle(request, peer.ip(), busy).await) }
+                });
+                let connection = http1::Builder::new()
+                    .keep_alive(true)
+                    // A client may send its request and close its sending
+                    // side; it is still answered.
+                    .half_close(true)
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(limits.header_timeout)
+                    .max_headers(limits.max_headers)
+                    .max_buf_size(limits.max_header_bytes.max(8192))
+                    .serve_connection(
+                        WriteDeadline::new(
+                            TokioIo::new(stream),
+                            registered.clone(),
+                            limits.write_timeout,
+                        ),
+                        service,
+                    );
+                let served = async {
+                    match connection.without_shutdown().await {
+                        Ok(parts) => linger(parts.io.into_inner().into_inner()).await,
+                        Err(e) => tracing::debug!(error = %e, "connection ended"),
+                    }
+                };
+                tokio::select! {
+                    _ = served => {}
+                    _ = registered.evicted() => tracing::debug!("connection closed to let a new one in"),
+                    _ = registered.stream_client_gone(fd) => tracing::debug!("stream closed: its client has gone"),
+                    _ = shut.wait_for(|shut| *shut) => tracing::debug!("connection closed: the server is shut"),
+                }
+            });
+        }
+    }
+
+    /// Answers one request in a span of its own (at debug), so every line it
+    /// logs names the request: its id (counted from 1 since launch), HTTP
+    /// method, path, JSON-RPC method once the body has been read, the door
+    /// version serving it, and in a host of capsules, the capsule. Its last
+    /// line (`request`, at debug) adds the status and the microseconds to the
+    /// response head: recorded on the span itself, they cost a short request
+    /// about 4% of its throughput. At info (the default) the span is not
+    /// made, which saves a short request another 5%; the door's failure
+    /// still names the JSON-RPC method it failed on.
+    async fn handle(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+        address: std::net::IpAddr,
+        busy: Busy,
+    ) -> Response<HyperOutgoingBody> {
+        let address = self.shared.proxies.client(address, request.headers());
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let span = match self.metrics {
+            // One capsule of many: its name tells the lines apart.
+            Some(_) => tracing::debug_span!(
+                "request",
+                capsule = &*self.name,
+                id,
+                method = %request.method(),
+                path = planes::logged(request.uri().path()),
+                rpc = tracing::field::Empty,
+                door = tracing::field::Empty,
+            ),
+            None => tracing::debug_span!(
+                "request",
+                id,
+                method = %request.method(),
+                path = planes::logged(request.uri().path()),
+                rpc = tracing::field::Empty,
+                door = tracing::field::Empty,
+            ),
+        };
+        self.answer(request, address, busy).instrument(span).await
+    }
+
+    /// Answers one request; never fails, whatever the client or the door does.
+    async fn answer(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+        address: std::net::IpAddr,
+        mut busy: Busy,
+    ) -> Response<HyperOutgoingBody> {
+        let started = tokio::time::Instant::now();
+        let (parts, body) = request.into_parts();
+        let control = self.control.as_ref();
+        if let Some(token) = control.filter(|_| control::is_control(parts.uri.path())) {
+            let response = control::answer(&self.doors, &self.stores, token, parts, body).await;
+            // The request's span names its method and path.
+            tracing::debug!(
+                status = response.status().as_u16(),
+                micros = started.elapsed().as_micros() as u64,
+                "control request"
+            );
+            let probe = self.probe(|| "control", response.status().as_u16(), started);
+            return response.map(|body| Answer::host(body).busy(busy, probe));
+        }
+        // A client that spent its budget of failed redeems waits, before
+        // any door runs.
+        let plane = planes::plane_of(parts.uri.path());
+        let peer = plane == Some("peer") && self.stores.session.planes.peer_files.is_some();
+        if peer && let Some(wait) = self.redeems.limited(address, std::time::Instant::now()) {
+            let response = too_many_redeems(wait);
+            tracing::debug!(status = 429, "request");
+            self.count_redeem(429);
+            let probe = self.probe(|| "peer", 429, started);
+            return response.map(|body| Answer::host(body).busy(busy, probe));
+        }
+        let card = self.metrics.is_some() && parts.uri.path() == card_cache::CARD_PATH;
+        let serving = self.doors.serving();
+        let version = serving.live().version;
+        let span = tracing::Span::current();
+        span.record("door", version);
+        // The door's card as it answered it before: no instance needed.
+        let cacheable = card_cache::cacheable(&parts);
+        if let Some(response) = cacheable.then(|| serving.live().card.get()).flatten() {
+            drop(serving);
+            tracing::debug!(
+                status = response.status().as_u16(),
+                micros = started.elapsed().as_micros() as u64,
+                cached = true,
+                "request"
+            );
+            let probe = self.probe(|| "card", response.status().as_u16(), started);
+            return response.map(|body| Answer::whole(body).busy(busy, probe));
+        }
+        let cache = cacheable.then(|| serving.version());
+        let authorization = parts.headers.get(hyper::header::AUTHORIZATION);
+        let caller = Caller::of(
+            self.stores.session.capsule.authenticated,
+            authorization.map(|v| v.as_bytes()),
+            address,
+        );
+        let owner = Owner::new(
+            &serving.live().door,
+            self.stores.limits,
+            authorization,
+            address,
+        );
+        let limits = BodyLimits {
+            max_bytes: self.http.max_body_bytes,
+            timeout: self.http.body_timeout,
+            budget: self.shared.bodies.clone(),
+        };
+        let (body, tally) = RequestBody::new(body, limits, started);
+        let request = Request::from_parts(parts, body);
+        let response = self
+            .admitted(request, caller, serving, owner, cache, &tally)
+            .await;
+        let stream = is_event_stream(&response).then(|| {
+            busy.streaming();
+            OpenStream::new(&self.streams)
+        });
+        // Read from the body again only for a span or a metric that names it.
+        let rpc = (self.metrics.is_some() || !span.is_disabled())
+            .then(|| tally.request_method())
+            .flatten();
+        if let Some(rpc) = &rpc {
+            span.record("rpc", rpc.as_str());
+        }
+        tracing::debug!(
+            status = response.status().as_u16(),
+            micros = started.elapsed().as_micros() as u64,
+            "request"
+        );
+        let status = response.status().as_u16();
+        if peer {
+            if status == 404 {
+                self.redeems.failed(address, std::time::Instant::now());
+            }
+            self.count_redeem(status);
+        }
+        let method = || {
+            let path = if card { card_cache::CARD_PATH } else { "" };
+            match plane {
+                Some(plane) => plane,
+                None => metrics::method_label(rpc.as_deref(), path),
+            }
+        };
+        let probe = self.probe(method, status, started);
+        let bytes = plane
+            .zip(self.metrics.as_ref())
+            .map(|(plane, metrics)| metrics.plane_bytes(&self.name, plane));
+        response.map(|mut answer| {
+            answer.stream = stream;
+            answer.bytes = bytes;
+            answer.busy(busy, probe)
+        })
+    }
+
+    /// The door's answer to a request, once admitted to an instance, or
+    /// the host's when it is refused one or the door fails. A card the door
+    /// answered is kept for the requests after it (`cache`).
+    async fn admitted(
+        &self,
+        request: Request<RequestBody>,
+        caller: Caller,
+        serving: Serving,
+        owner: Owner,
+        cache: Option<Arc<Live>>,
+        tally: &Tally,
+    ) -> Response<Answer> {
+        let slot = match self.admission.admit(caller).await {
+            Ok(slot) => slot,
+            Err(refused) => return Failure::Refused(refused).response(tally).map(Answer::host),
+        };
+        match self.run(serving, owner, request, slot, tally.clone()).await {
+            Ok(response) => match cache {
+                Some(live) => match live.card.keep(response).await {
+                    Ok(kept) => kept.map(Answer::whole),
+                    Err(_) => Failure::Guest("the door's card was cut".into(), None)
+                        .response(tally)
+                        .map(Answer::host),
+                },
+                None => response,
+            },
+            Err(failure) => {
+                if matches!(failure, Failure::Guest(..)) {
+                    tally.read_prefix().await;
+                }
+                failure.response(tally).map(Answer::host)
+            }
+        }
+    }
+
+    /// Runs the door on a request whose body has been read, outside any
+    /// listener's limits (benchmarks, embedders). Its caller is its
+    /// `Authorization` from an unspecified address.
+    pub async fn respond(&self, request: Request<Bytes>) -> Response<HyperOutgoingBody> {
+        let (parts, body) = request.into_parts();
+        let tally = Tally::of(&body);
+        let body = Full::new(body).map_err(|never| -> wasmtime_wasi_http::Error { match never {} });
+        let serving = self.doors.serving();
+        let owner = Owner::new(
+            &serving.live().door,
+            self.stores.limits,
+            parts.headers.get(hyper::header::AUTHORIZATION),
+            std::net::Ipv4Addr::UNSPECIFIED.into(),
+        );
+        let request = Request::from_parts(parts, body);
+        let slot = Slot::unlimited();
+        match self.run(serving, owner, request, slot, tally.clone()).await {
+            Ok(response) => response.map(BodyExt::boxed_unsync),
+            Err(failure) => failure.response(&tally),
+        }
+    }
+
+    /// Runs an instance of the door version `serving` holds, in `slot`: one
+    /// kept from `owner`'s last request, or a fresh one.
+    async fn run<B>(
+        &self,
+        serving: Serving,
+        owner: Owner,
+        request: Request<B>,
+        slot: Slot,
+        tally: Tally,
+    ) -> Result<Response<Answer>, Failure>
+    where
+        B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
+    {
+        #[cfg(feature = "native-door")]
+        if self.native {
+            return self.run_native(request, serving, slot, tally).await;
+        }
+        let (parts, body) = self.addressed(request);
+        // A request on a plane finds that plane's directories preopened, on
+        // an instance that serves only that plane.
+        let exports = self.stores.session.planes.of(parts.uri.path());
+        let owner = owner.on_plane(exports.and(planes::plane_of(parts.uri.path())));
+        let (store, instance, uses) = self.take_instance(&owner, &serving, exports);
+        let memory = store.data().memory.refused();
+        let changed = store.data().door.changed.clone();
+        // Out of memory before it changed the session, the door refused the
+        // request; after, it had accepted it (-32603).
+        let memory = move || {
+            (!changed.load(std::sync::atomic::Ordering::Relaxed))
+                .then(|| memory.get().copied())
+                .flatten()
+        };
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let failed = Failed::default();
+        let span = tracing::Span::current();
+        let run = Run {
+            serving,
+            owner,
+            store,
+            instance,
+            uses,
+            slot,
+            held: tally,
+            failure: failed.clone(),
+            idle: self.shared.idle.clone(),
+            session: self.stores.session.clone(),
+        };
+        // The door runs on the request's task until it answers (see
+        // `DoorRun`); one still running then goes on in a task of its own, so
+        // a body it streams can outlive the response head.
+        let door = DoorRun::new(run.door(parts, body, sender).instrument(span.clone()));
+        answered(door, receiver, failed, span, memory).await
+    }
+
+    /// The native baseline's answer (a benchmark-only build): the same
+    /// rules, compiled into the host, with no sandbox.
+    #[cfg(feature = "native-door")]
+    async fn run_native<B>(
+        &self,
+        request: Request<B>,
+        serving: Serving,
+        slot: Slot,
+        tally: Tally,
+    ) -> Result<Response<Answer>, Failure>
+    where
+        B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
+    {
+        let (parts, body) = request.into_parts();
+        let body = body.collect().await.map_err(|e| {
+            Failure::Guest(format!("the request body could not be read: {e}"), None)
+        })?;
+        let request = Request::from_parts(parts, body.to_bytes());
+        let response = crate::listener::native::answer(self.stores.session.clone(), request).await;
+        tally.release();
+        drop((serving, slot));
+        Ok(response.map(Answer::host))
+    }
+
+    /// The request's head, with an authority `wasi:http` can read, and its
+    /// body boxed: a request without a usable Host (HTTP/1.0, a malformed
+    /// value) reaches the door as sent to this listener.
+    fn addressed<B>(&self, request: Request<B>) -> (hyper::http::request::Parts, BoxedBody)
+    where
+        B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
+    {
+        let (mut parts, body) = request.into_parts();
+        let host_usable = parts
+            .headers
+            .get(hyper::header::HOST)
+            .is_some_and(|h| h.to_str().is_ok());
+        if parts.uri.authority().is_none() && !host_usable {
+            parts
+                .headers
+                .insert(hyper::header::HOST, self.listener_authority.clone());
+        }
+        (parts, body.boxed_unsync())
+    }
+
+    /// A store for `owner`'s request on the door version `serving` holds:
+    /// the one its last request left, with its instance, or a fresh one (no
+    /// instance yet). On a plane (`exports`), its preopens are the ones it
+    /// kept while they are still what the exports name, else opened anew.
+    fn take_instance(
+        &self,
+        owner: &Owner,
+        serving: &Serving,
+        exports: Option<&planes::Exports>,
+    ) -> (Store<RequestState>, Option<DoorInstance>, u32) {
+        let (mut store, instance, uses) = match self.shared.idle.take(owner, &self.stores.session) {
+            Some(Kept {
+                mut store,
+                instance,
+                uses,
+            }) => {
+                let session = self.stores.session.clone();
+                request::start_over(&mut store, session, serving.live().version);
+                (store, Some(instance), uses)
+            }
+            None => {
+                let mut store = self.stores.store(&serving.live().door.engine);
+                store.data_mut().door.version = serving.live().version;
+                (store, None, 0)
+            }
+        };
+        if let Some(exports) = exports {
+            let planes = &self.stores.session.planes;
+            let state = store.data_mut();
+            if !state
+                .opened
+                .as_ref()
+                .is_some_and(|o| planes.still(exports, o))
+            {
+                let (wasi, opened) = planes.preopened(exports);
+                state.wasi = wasi;
+                state.opened = Some(opened);
+            }
+        }
+        store.data_mut().door.framer = serving.live().framer(&self.stores);
+        (store, instance, uses)
+    }
+}
+
+/// How long a connection closed with its last body unread keeps
+/// discarding what the client still sends.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Closes a connection hyper is done with: the write side first, then what
+/// the client still sends is read and discarded until it closes too, for
+/// at most [`LINGER`]. A client refused before its body was read (401, 413)
+/// is often still writing it; closing with its bytes unread would reset the
+/// connection, and the reset can destroy the answer before the client reads
+/// it.
+async fn linger(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if stream.shutdown().await.is_err() {
+        return;
+    }
+    let mut discard = [0u8; 16 << 10];
+    let drain = async {
+        while let Ok(n) = stream.read(&mut discard).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
+}
+
+/// Whether a response is an event stream, whose client is watched for
+/// leaving.
+fn is_event_stream<B>(response: &Response<B>) -> bool {
+    response
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}

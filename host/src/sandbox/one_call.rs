@@ -1,0 +1,111 @@
+//! The door's one-call answer (`murmur:door/answer`): the request's head
+//! lowered once, its body read through `request-body` only when the door
+//! asks for it, and the answer lifted once, or, for a stream, its head sent
+//! when the door opens `response-stream` and its events written there within
+//! the same call. A request then costs one call instead of the ~18
+//! `wasi:http` calls and resources of the incoming handler, and a whole
+//! answer no channel between the door and hyper. A door without the export
+//! is answered through `wasi:http`.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::HeaderMap;
+use hyper::http::request::Parts;
+use wasmtime::Store;
+use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
+
+use crate::bindings::answers::{Answers, FieldLine, Reply, RequestHead};
+use crate::imports::request_body::BoxedBody;
+use crate::imports::response_stream::{self, HeadSender};
+use crate::sandbox::request::RequestState;
+
+/// Asks the door `answers` belongs to for its answer to the request `parts`
+/// and `body` make, and sends its head to `head`. An error is the door's
+/// trap, or an answer the host will not send.
+pub async fn answer(
+    answers: &Answers,
+    store: &mut Store<RequestState>,
+    parts: &Parts,
+    body: BoxedBody,
+    head: HeadSender,
+) -> wasmtime::Result<()> {
+    let (fields, lines) = header_lines(&parts.headers);
+    let request = RequestHead {
+        method: parts.method.as_str(),
+        path_with_query: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+        fields: &fields,
+        lines: &lines,
+    };
+    let door = &mut store.data_mut().door;
+    door.body = Some(body);
+    door.head = Some(head);
+    let reply = answers
+        .murmur_door_answer()
+        .call_answer(&mut *store, request)
+        .await;
+    let door = &mut store.data_mut().door;
+    // Nothing of the request is kept past the call.
+    door.body = None;
+    let head = door.head.take();
+    match (reply?, head) {
+        (Reply::Whole(response), Some(head)) => {
+            let length = match parts.method == hyper::Method::HEAD && response.body.is_empty() {
+                // A HEAD's answer names the length its GET's body would
+                // have, and has none.
+                true => declared_length(&response.headers).unwrap_or(0),
+                false => response.body.len(),
+            };
+            let body = Full::new(Bytes::from(response.body))
+                .map_err(|never| match never {})
+                .boxed_unsync();
+            let response =
+                response_stream::response(response.status, response.headers, Some(length), body)?;
+            let _ = head.send(Ok(response));
+            Ok(())
+        }
+        (Reply::Unread, Some(head)) => {
+            let _ = head.send(Err(ErrorCode::InternalError(Some(
+                "the request body could not be read whole".into(),
+            ))));
+            Ok(())
+        }
+        (Reply::Streamed, None) => Ok(()),
+        (Reply::Streamed, Some(_)) => Err(wasmtime::Error::msg(
+            "the door answered a stream it never opened",
+        )),
+        (Reply::Whole(_) | Reply::Unread, None) => Err(wasmtime::Error::msg(
+            "the door answered whole after opening a stream",
+        )),
+    }
+}
+
+/// The `content-length` an answer's headers name, if one does.
+fn declared_length(headers: &[(String, String)]) -> Option<usize> {
+    headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.parse().ok())
+}
+
+/// The request's header lines as `request-head` carries them: every name
+/// and value one after the other, and their lengths. Lowered as two lists
+/// whatever the number of lines, where a list of strings would cost a call
+/// into the door for each name and each value.
+fn header_lines(headers: &HeaderMap) -> (Vec<u8>, Vec<FieldLine>) {
+    let bytes = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    let mut fields = Vec::with_capacity(bytes);
+    let mut lines = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        fields.extend_from_slice(name.as_str().as_bytes());
+        fields.extend_from_slice(value.as_bytes());
+        // hyper holds a head to `--max-header-bytes`, far under 4 GiB.
+        lines.push(FieldLine {
+            name_len: name.as_str().len() as u32,
+            value_len: value.len() as u32,
+        });
+    }
+    (fields, lines)
+}

@@ -1,0 +1,610 @@
+//! `--agent script`: runs the text a task received as a script, one command
+//! a line, so a test can make a task do anything a real agent does.
+//!
+//! | Line | Effect |
+//! | --- | --- |
+//! | `reply TEXT` | completes the task with response TEXT |
+//! | `fail TEXT` | ends the task `failed` with status message TEXT |
+//! | `ask TEXT` | pauses in `input-required` with prompt TEXT; the reply's text is then run as the script |
+//! | `sleep MS` | stays `working` MS milliseconds |
+//! | `progress TEXT` | a `working` status whose message is TEXT, and a `text` frame `{"text": TEXT}` |
+//! | `detach CMD` | starts `sh -c CMD` detached, in its own process group: a residue item while it runs |
+//! | `await DLG_ID` | waits, `working`, for a completion of delegation DLG_ID |
+//! | `delegate NAME VERSION` | records a delegation to capsule NAME at VERSION (a made-up child: no sub-capsule runs), open until the task ends: a cancel lists it as residue |
+//! | `no-answer MEMBER STATUS` | records that member MEMBER gave the task no answer, with `member_call` status STATUS: the task's terminal `noAnswerBelow` |
+//! | `end-without-answer TEXT` | ends the task `failed` with `noAnswer: true`, status message TEXT |
+//! | `images` | completes with `images: N (TYPE, …)`: how many images the task received, and their media types in part order |
+//!
+//! A text whose first line is none of these completes with the whole text as
+//! its response, so a test reads exactly what the door composed. After the
+//! first line, other lines (blank ones, a referenced-tasks block) are
+//! skipped. A script that runs out of lines completes with `done`. A
+//! malformed command (`sleep soon`) fails the task saying why.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::{Agent, AgentFuture, Child, Delegation, Image, Outcome, RunningTask, TaskInput};
+
+/// The script agent. Stateless: each task's text is its own script.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScriptAgent;
+
+/// One line of a script.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Command<'a> {
+    Reply(&'a str),
+    Fail(&'a str),
+    Ask(&'a str),
+    Sleep(u64),
+    Progress(&'a str),
+    Detach(&'a str),
+    Await(&'a str),
+    Delegate(&'a str, &'a str),
+    NoAnswer(&'a str, &'a str),
+    EndWithoutAnswer(&'a str),
+    Images,
+    /// A command word with an argument it cannot take: why.
+    Malformed(String),
+}
+
+impl<'a> Command<'a> {
+    /// The command a line holds, or `None` when its first word is no
+    /// command. The argument is everything after the first space.
+    fn parse(line: &'a str) -> Option<Command<'a>> {
+        let (word, arg) = line.split_once(' ').unwrap_or((line, ""));
+        Some(match word {
+            "reply" => Command::Reply(arg),
+            "fail" => Command::Fail(arg),
+            "ask" => Command::Ask(arg),
+            "progress" => Command::Progress(arg),
+            "sleep" => match arg.trim().parse() {
+                Ok(ms) => Command::Sleep(ms),
+                Err(_) => {
+                    Command::Malformed(format!("script: sleep takes milliseconds, not {arg:?}"))
+                }
+            },
+            "detach" if arg.trim().is_empty() => {
+                Command::Malformed("script: detach needs a command".into())
+            }
+            "detach" => Command::Detach(arg),
+            "await" if arg.trim().is_empty() => {
+                Command::Malformed("script: await needs a delegation id".into())
+            }
+            "await" => Command::Await(arg.trim()),
+            "delegate" => match two_words(arg) {
+                Some((name, version)) => Command::Delegate(name, version),
+                None => Command::Malformed("script: delegate takes NAME VERSION".into()),
+            },
+            "no-answer" => match two_words(arg) {
+                Some((member, status)) => Command::NoAnswer(member, status),
+                None => Command::Malformed("script: no-answer takes MEMBER STATUS".into()),
+            },
+            "end-without-answer" => Command::EndWithoutAnswer(arg),
+            "images" => Command::Images,
+            _ => return None,
+        })
+    }
+}
+
+/// `arg`'s two words, when it has exactly two.
+fn two_words(arg: &str) -> Option<(&str, &str)> {
+    let mut words = arg.split_whitespace();
+    match (words.next(), words.next(), words.next()) {
+        (Some(first), Some(second), None) => Some((first, second)),
+        _ => None,
+    }
+}
+
+/// What `images` completes with.
+fn images_received(images: &[Image]) -> String {
+    let types: Vec<&str> = images.iter().map(|i| i.media_type.as_str()).collect();
+    format!("images: {} ({})", images.len(), types.join(", "))
+}
+
+impl Agent for ScriptAgent {
+    fn run(&self, input: TaskInput, task: RunningTask) -> AgentFuture {
+        // Delegations are awaited from the moment the script starts, so a
+        // completion finds its task as soon as the task shows working.
+        let delegations = expect_delegations(&input.text, &task, HashMap::new());
+        let images = images_received(&input.images);
+        Box::pin(run(input.text, images, task, delegations))
+    }
+
+    /// A script whose first command replies or fails (or that is no
+    /// script) ends at once: what [`run`] would answer without waiting.
+    fn ends_at_once(&self, input: &TaskInput) -> Option<Outcome> {
+        let script = &input.text;
+        if Command::parse(script.lines().next().unwrap_or("")).is_none() {
+            return Some(Outcome::Completed(script.clone()));
+        }
+        for line in script.lines() {
+            match Command::parse(line) {
+                None => {}
+                Some(Command::Reply(text)) => return Some(Outcome::Completed(text.to_string())),
+                Some(Command::Fail(text)) => return Some(Outcome::Failed(text.to_string())),
+                Some(Command::Malformed(why)) => return Some(Outcome::Failed(why)),
+                Some(Command::EndWithoutAnswer(text)) => {
+                    return Some(Outcome::NoAnswer(text.to_string()));
+                }
+                Some(Command::Images) => {
+                    return Some(Outcome::Completed(images_received(&input.images)));
+                }
+                Some(_) => return None,
+            }
+        }
+        Some(Outcome::Completed("done".to_string()))
+    }
+
+    /// A reply is run as a script: the delegations it awaits are awaited
+    /// from the moment it is delivered. (The handles are taken again when
+    /// the script runs.)
+    fn replied(&self, task: &RunningTask, text: &str) {
+        expect_delegations(text, task, HashMap::new());
+    }
+}
+
+/// A child for `delegate`: a fresh session id, and a workdir under the
+/// temporary directory that nothing creates.
+fn made_up_child(name: &str, version: &str) -> Child {
+    let session_id = crate::session::tasks::ids::session_id();
+    let hex = session_id.trim_start_matches("ses_");
+    Child {
+        capsule: name.to_string(),
+        version: version.to_string(),
+        workdir: std::env::temp_dir()
+            .join("murmur-children")
+            .join(format!("{name}-{}", &hex[hex.len() - 16..])),
+        session_id,
+    }
+}
+
+/// Registers every delegation `script` awaits that is not registered yet.
+fn expect_delegations(
+    script: &str,
+    task: &RunningTask,
+    mut delegations: HashMap<String, Delegation>,
+) -> HashMap<String, Delegation> {
+    for line in script.lines() {
+        if let Some(Command::Await(id)) = Command::parse(line)
+            && !delegations.contains_key(id)
+        {
+            delegations.insert(id.to_string(), task.expect_delegation(id));
+        }
+    }
+    delegations
+}
+
+async fn run(
+    mut script: String,
+    images: String,
+    task: RunningTask,
+    mut delegations: HashMap<String, Delegation>,
+) -> Outcome {
+    'script: loop {
+        let first = script.lines().next().unwrap_or("");
+        if Command::parse(first).is_none() {
+            return Outcome::Completed(script);
+        }
+        for line in script.lines() {
+            match Command::parse(line) {
+                None => {}
+                Some(Command::Reply(text)) => return Outcome::Completed(text.to_string()),
+                Some(Command::Fail(text)) => return Outcome::Failed(text.to_string()),
+                Some(Command::Malformed(why)) => return Outcome::Failed(why),
+                Some(Command::Ask(prompt)) => {
+                    let reply = task.ask(prompt).await;
+                    delegations = expect_delegations(&reply, &task, delegations);
+                    script = reply;
+                    continue 'script;
+                }
+                Some(Command::Sleep(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Some(Command::Progress(text)) => {
+                    task.progress(text);
+                    task.text(text);
+                }
+                Some(Command::Detach(command)) => {
+                    if let Err(e) = task.detach(command) {
+                        return Outcome::Failed(format!("script: detach {command}: {e}"));
+                    }
+                }
+                Some(Command::Await(id)) => {
+                    let delegation = delegations
+                        .remove(id)
+                        .unwrap_or_else(|| task.expect_delegation(id));
+                    delegation.completion().await;
+                }
+                Some(Command::Delegate(name, version)) => {
+                    let child = made_up_child(name, version);
+                    if let Err(e) = task.delegate(child) {
+                        return Outcome::Failed(format!("script: delegate {name}: {e}"));
+                    }
+                }
+                Some(Command::NoAnswer(member, status)) => task.no_answer_from(member, status, &[]),
+                Some(Command::EndWithoutAnswer(text)) => {
+                    return Outcome::NoAnswer(text.to_string());
+                }
+                Some(Command::Images) => return Outcome::Completed(images),
+            }
+        }
+        return Outcome::Completed("done".to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_by_their_first_word() {
+        assert_eq!(Command::parse("reply four"), Some(Command::Reply("four")));
+        assert_eq!(Command::parse("reply"), Some(Command::Reply("")));
+        assert_eq!(
+            Command::parse("fail it broke "),
+            Some(Command::Fail("it broke "))
+        );
+        assert_eq!(Command::parse("ask Which?"), Some(Command::Ask("Which?")));
+        assert_eq!(Command::parse("sleep 25"), Some(Command::Sleep(25)));
+        assert_eq!(
+            Command::parse("progress step 2"),
+            Some(Command::Progress("step 2"))
+        );
+        assert_eq!(
+            Command::parse("detach sleep 30"),
+            Some(Command::Detach("sleep 30"))
+        );
+        assert_eq!(Command::parse("await dlg_1"), Some(Command::Await("dlg_1")));
+        assert!(matches!(
+            Command::parse("sleep soon"),
+            Some(Command::Malformed(_))
+        ));
+        assert!(matches!(
+            Command::parse("await "),
+            Some(Command::Malformed(_))
+        ));
+        assert!(matches!(
+            Command::parse("detach"),
+            Some(Command::Malformed(_))
+        ));
+        for other in [
+            "",
+            "replying",
+            "Reply x",
+            " reply x",
+            "summarise",
+            "```data",
+        ] {
+            assert_eq!(Command::parse(other), None, "{other:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod runs {
+    use std::time::Duration;
+
+    use crate::bindings::session::ResidueItem;
+    use crate::session::tasks::testing::{hub_with, new_task, run, settle, until};
+    use crate::session::tasks::{TaskAcceptance, TaskState};
+
+    use super::ScriptAgent;
+
+    fn hub() -> std::sync::Arc<crate::session::tasks::Hub> {
+        hub_with(ScriptAgent, TaskAcceptance::Queue)
+    }
+
+    #[tokio::test]
+    async fn reply_completes_with_its_text() {
+        let task = run(&hub(), "reply four").await;
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert_eq!(task.response.as_deref(), Some("four"));
+        assert_eq!(
+            task.status.message.as_deref(),
+            Some(crate::session::tasks::COMPLETED)
+        );
+    }
+
+    #[tokio::test]
+    async fn fail_ends_failed_with_its_message() {
+        let task = run(&hub(), "fail the driver failed\nreply never").await;
+        assert_eq!(task.status.state, TaskState::Failed);
+        assert_eq!(task.status.message.as_deref(), Some("the driver failed"));
+        assert_eq!(task.response, None);
+    }
+
+    #[tokio::test]
+    async fn a_text_that_is_no_script_is_the_response() {
+        let text = "summarise\n````data media-type=application/json\n{}\n````\nreply x";
+        let task = run(&hub(), text).await;
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert_eq!(task.response.as_deref(), Some(text));
+        let task = run(&hub(), "").await;
+        assert_eq!(task.response.as_deref(), Some(""));
+    }
+
+    #[tokio::test]
+    async fn a_script_without_an_ending_is_done() {
+        let task = run(&hub(), "sleep 1\n\nReferenced tasks:\n- tsk_a: working").await;
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert_eq!(task.response.as_deref(), Some("done"));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_command_fails_saying_why() {
+        let task = run(&hub(), "sleep soon").await;
+        assert_eq!(task.status.state, TaskState::Failed);
+        assert_eq!(
+            task.status.message.as_deref(),
+            Some(r#"script: sleep takes milliseconds, not "soon""#)
+        );
+    }
+
+    #[tokio::test]
+    async fn ask_pauses_then_runs_the_reply_as_a_script() {
+        let hub = hub();
+        let task = hub
+            .start(new_task(None, "ask Which branch?\nreply ignored"))
+            .unwrap();
+        let asked = settle(&hub, &task.id).await;
+        assert_eq!(asked.status.state, TaskState::InputRequired);
+        assert_eq!(asked.prompt.as_deref(), Some("Which branch?"));
+        assert_eq!(asked.response, None);
+
+        // The reply is a script: another question.
+        hub.reply(&None, &task.id, None, "ask And then?".into())
+            .unwrap();
+        let asked = until(&hub, &task.id, TaskState::InputRequired).await;
+        assert_eq!(asked.prompt.as_deref(), Some("And then?"));
+
+        // A reply that is no script is the response, whole.
+        hub.reply(&None, &task.id, None, "main, please\nthanks".into())
+            .unwrap();
+        let done = until(&hub, &task.id, TaskState::Completed).await;
+        assert_eq!(done.response.as_deref(), Some("main, please\nthanks"));
+        assert_eq!(done.prompt, None);
+    }
+
+    #[tokio::test]
+    async fn sleep_stays_working() {
+        let hub = hub();
+        let task = hub.start(new_task(None, "sleep 300\nreply woke")).unwrap();
+        until(&hub, &task.id, TaskState::Working).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            hub.get(&None, &task.id).unwrap().status.state,
+            TaskState::Working
+        );
+        let done = settle(&hub, &task.id).await;
+        assert_eq!(done.response.as_deref(), Some("woke"));
+        assert!(done.status.timestamp_ms - task.status.timestamp_ms >= 300);
+    }
+
+    #[tokio::test]
+    async fn progress_writes_a_working_status_message() {
+        let hub = hub();
+        let task = hub
+            .start(new_task(None, "progress step 1 of 2\nsleep 10000"))
+            .unwrap();
+        let working = until(&hub, &task.id, TaskState::Working).await;
+        let mut read = working;
+        for _ in 0..200 {
+            if read.status.message.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            read = hub.get(&None, &task.id).unwrap();
+        }
+        assert_eq!(read.status.state, TaskState::Working);
+        assert_eq!(read.status.message.as_deref(), Some("step 1 of 2"));
+        hub.cancel(&None, &task.id).unwrap();
+    }
+
+    #[tokio::test]
+    async fn detach_records_a_detached_shell() {
+        let hub = hub();
+        let task = run(&hub, "detach sleep 30 && echo late\nreply ok").await;
+        assert_eq!(task.response.as_deref(), Some("ok"));
+        let residue = hub.residue();
+        let [ResidueItem::DetachedShell(shell)] = residue.as_slice() else {
+            panic!("{residue:?}");
+        };
+        assert!(shell.work_id.starts_with("wrk_"), "{shell:?}");
+        assert_eq!(
+            shell.binary,
+            crate::session::tasks::detached::binary_path("sleep")
+        );
+        assert_eq!(shell.command, "sleep 30 && echo late");
+        assert!(shell.started_at_ms as i64 <= task.status.timestamp_ms);
+        assert_eq!(task.metadata.running_commands.len(), 1);
+        hub.close();
+    }
+
+    #[tokio::test]
+    async fn await_waits_for_the_completion() {
+        let hub = hub();
+        let task = hub
+            .start(new_task(None, "await dlg_7\nreply after"))
+            .unwrap();
+        until(&hub, &task.id, TaskState::Working).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            hub.get(&None, &task.id).unwrap().status.state,
+            TaskState::Working
+        );
+        hub.deliver_completion("dlg_7", "{}".into()).unwrap();
+        let done = settle(&hub, &task.id).await;
+        assert_eq!(done.response.as_deref(), Some("after"));
+    }
+
+    #[tokio::test]
+    async fn a_reply_script_can_await_too() {
+        let hub = hub();
+        let task = hub.start(new_task(None, "ask go?")).unwrap();
+        until(&hub, &task.id, TaskState::InputRequired).await;
+        assert!(hub.awaits_delegation("dlg_8").is_err());
+        hub.reply(&None, &task.id, None, "await dlg_8\nfail it came".into())
+            .unwrap();
+        assert_eq!(hub.awaits_delegation("dlg_8"), Ok(()));
+        hub.deliver_completion("dlg_8", "{}".into()).unwrap();
+        let done = settle(&hub, &task.id).await;
+        assert_eq!(done.status.message.as_deref(), Some("it came"));
+    }
+
+    /// "Residue items": a cancel lists the delegations the task has open,
+    /// with all five keys, after what the session still runs.
+    #[tokio::test]
+    async fn a_cancel_ends_the_delegations_the_task_has_open() {
+        let hub = hub();
+        let task = hub
+            .start(new_task(None, "delegate my-worker 0.1.0\nsleep 10000"))
+            .unwrap();
+        until(&hub, &task.id, TaskState::Working).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let canceled = hub.cancel(&None, &task.id).unwrap();
+        let [ResidueItem::Delegation(d)] = canceled.residue.as_slice() else {
+            panic!("{:?}", canceled.residue);
+        };
+        assert!(d.delegation_id.starts_with("dlg_"), "{d:?}");
+        assert_eq!(
+            (d.capsule.as_str(), d.version.as_str()),
+            ("my-worker", "0.1.0")
+        );
+        assert!(d.child_session_id.starts_with("ses_"), "{d:?}");
+        assert!(d.child_workdir.starts_with('/'), "{d:?}");
+        // The delegation ended with its task.
+        assert!(hub.stop().unwrap().residue.is_empty());
+    }
+
+    /// "Task metadata": end-without-answer fails the task with `noAnswer`,
+    /// and each member that gave none is listed once.
+    #[tokio::test]
+    async fn end_without_answer_says_which_answers_are_missing() {
+        let hub = hub();
+        let task = run(
+            &hub,
+            "no-answer q timed_out\nno-answer q failed\nno-answer r completed\n\
+             no-answer s canceled\nend-without-answer q gave no answer",
+        )
+        .await;
+        assert_eq!(task.status.state, TaskState::Failed);
+        assert_eq!(task.status.message.as_deref(), Some("q gave no answer"));
+        assert!(task.metadata.no_answer);
+        let below: Vec<(&str, &str)> = task
+            .metadata
+            .no_answer_below
+            .iter()
+            .map(|m| (m.member.as_str(), m.status.as_str()))
+            .collect();
+        assert_eq!(below, [("q", "timed_out"), ("s", "canceled")]);
+        // At once, without running: the same.
+        let task = run(&hub, "end-without-answer none came").await;
+        assert!(task.metadata.no_answer);
+        // A completed task can lack an answer below, but has no noAnswer.
+        let task = run(&hub, "no-answer q timed_out\nreply partial").await;
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert!(!task.metadata.no_answer);
+        assert_eq!(task.metadata.no_answer_below.len(), 1);
+    }
+
+    /// "Task metadata": noAnswerBelow holds 8 members at most.
+    #[tokio::test]
+    async fn no_answer_below_holds_eight_members() {
+        let script: String = (0..12)
+            .map(|i| format!("no-answer m{i} timed_out\n"))
+            .chain(["sleep 1".to_string()])
+            .collect();
+        let task = run(&hub(), &script).await;
+        let members: Vec<&str> = task
+            .metadata
+            .no_answer_below
+            .iter()
+            .map(|m| m.member.as_str())
+            .collect();
+        assert_eq!(members, ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"]);
+    }
+
+    /// "A task the runtime starts itself": a detached command's result is
+    /// a task of the session's, from the moment the command ends, even on
+    /// a `single` capsule whose task is still live (it waits its turn).
+    #[tokio::test]
+    async fn a_detached_commands_result_is_a_task() {
+        let hub = crate::session::tasks::testing::hub_with(ScriptAgent, TaskAcceptance::Single);
+        let task = hub
+            .start(new_task(
+                None,
+                "detach sleep 0.2; echo hi; echo oops >&2; exit 3\nsleep 500\nreply ok",
+            ))
+            .unwrap();
+        let mut item = None;
+        for _ in 0..1000 {
+            if let [ResidueItem::DetachedShell(found)] = hub.residue().as_slice() {
+                item = Some(found.clone());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let item = item.expect("the command runs");
+        let listed = |hub: &crate::session::tasks::Hub| {
+            hub.list(
+                &None,
+                &crate::session::tasks::ListQuery {
+                    context_id: None,
+                    state: None,
+                    status_after_ms: None,
+                    after: None,
+                    limit: 10,
+                },
+            )
+            .unwrap()
+            .tasks
+        };
+        let mut result = None;
+        for _ in 0..1000 {
+            result = listed(&hub).into_iter().find(|t| t.id != task.id);
+            if result.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let result = result.expect("the result is a task");
+        assert_ne!(result.status.state, TaskState::Rejected);
+        assert_eq!(settle(&hub, &task.id).await.response.as_deref(), Some("ok"));
+        let result = settle(&hub, &result.id).await;
+        assert_eq!(
+            result.response.unwrap(),
+            format!(
+                "detached command {} ended: exit status 3\n$ sleep 0.2; echo hi; echo oops >&2; exit 3\n\
+                 stdout:\nhi\nstderr:\noops\n",
+                item.work_id
+            )
+        );
+        assert!(hub.residue().is_empty());
+    }
+
+    /// Issue 34: the script agent says how many images it received, and
+    /// their types.
+    #[tokio::test]
+    async fn images_reports_what_arrived() {
+        let hub = hub();
+        let mut new = new_task(None, "images");
+        new.images = vec![
+            crate::session::tasks::Image {
+                media_type: "image/png".into(),
+                bytes: vec![1],
+            },
+            crate::session::tasks::Image {
+                media_type: "image/jpeg".into(),
+                bytes: vec![2],
+            },
+        ];
+        let task = hub.start(new).unwrap();
+        let done = settle(&hub, &task.id).await;
+        assert_eq!(
+            done.response.as_deref(),
+            Some("images: 2 (image/png, image/jpeg)")
+        );
+        assert_eq!(hub.images(&task.id).unwrap().len(), 2);
+        let task = run(&hub, "sleep 1\nimages").await;
+        assert_eq!(task.response.as_deref(), Some("images: 0 ()"));
+    }
+}

@@ -1,0 +1,68 @@
+//! What the hub asks of an agent (see [`crate::session::agents`] for the ones the
+//! host embeds): [`Agent::run`] one task, answered with a future whose
+//! output ends it.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::{Image, Origin, RunningTask};
+
+/// A task as its agent receives it.
+#[derive(Clone, Debug)]
+pub struct TaskInput {
+    /// `tsk_…`
+    pub task_id: String,
+    pub context_id: String,
+    /// The text the door composed from the message: its parts joined, data
+    /// fences, the referenced-tasks block.
+    pub text: String,
+    /// The message's images, in part order, after its text.
+    pub images: Vec<Image>,
+    pub origin: Origin,
+    /// The trust class the request carried (`x-murmur-task-trust`).
+    pub trust: Option<String>,
+    /// Start a new conversation in this context (forgetSession).
+    pub forget_session: bool,
+}
+
+/// How a task ends, when its agent ends it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// `completed`, with the response artifact's text.
+    Completed(String),
+    /// `failed`, with the status message saying why.
+    Failed(String),
+    /// `failed` with `noAnswer: true` ("Task metadata"): a formation member
+    /// ended with end-without-answer. The status message says why.
+    NoAnswer(String),
+}
+
+/// The future an agent answers with.
+pub type AgentFuture = Pin<Box<dyn Future<Output = Outcome> + Send + 'static>>;
+
+/// Runs tasks. Shared by every task of the session.
+pub trait Agent: Send + Sync + 'static {
+    /// Runs `input`. Called before the task shows `working`: what `run`
+    /// registers before returning (a delegation it will await) is in place
+    /// by the time anyone can see the task run. The future is dropped, not
+    /// awaited further, when the task is cancelled.
+    fn run(&self, input: TaskInput, task: RunningTask) -> AgentFuture;
+
+    /// How `input` ends, when the agent can tell without running anything
+    /// (a script that only replies): the task is then recorded `working` and
+    /// ended in one write, with the events of both, and `run` is not
+    /// called. None (the default) runs it.
+    fn ends_at_once(&self, input: &TaskInput) -> Option<Outcome> {
+        let _ = input;
+        None
+    }
+
+    /// Called with a reply's text as it is delivered to a task waiting in
+    /// `input-required`, before the reply is answered and before the future
+    /// that asked resumes: what it registers (a delegation the reply leads
+    /// to) is in place by the time the client learns the task works again.
+    /// Does nothing unless an agent needs it.
+    fn replied(&self, task: &RunningTask, text: &str) {
+        let _ = (task, text);
+    }
+}

@@ -1,0 +1,247 @@
+//! Detached commands: `sh -c` in a process group of its own, started by a
+//! task and outliving it. While they run they are the session's residue and
+//! the `runningCommands` of the task that started them, and the store keeps
+//! them so a resumed launch can report those it lost; the session kills
+//! them when it closes or is dropped. Each one's result, once it exits, is a
+//! task of the session's own.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::session::process;
+
+use super::ids;
+use super::{DetachedShell, Hub, Live, ResidueItem, RunningCommand, now_ms};
+
+/// `runningCommands[].command` keeps this many characters, then `…`.
+pub const COMMAND_CHARS: usize = 200;
+
+/// A command a task detached, as the residue lists it.
+pub(super) struct Detached {
+    pub(super) item: DetachedShell,
+    pub(super) task_id: String,
+    /// The process group (the `sh` that leads it).
+    pub(super) pgid: i32,
+    /// Set once the `sh` has exited and been reaped.
+    pub(super) done: Arc<AtomicBool>,
+}
+
+impl Hub {
+    /// What the session still runs: its detached commands not yet exited.
+    pub fn residue(&self) -> Vec<ResidueItem> {
+        residue(&self.lock().detached)
+    }
+
+    /// Kills the process groups of the detached commands still running.
+    pub(super) fn kill_detached(live: &Live) {
+        for detached in &live.detached {
+            if !detached.done.load(Ordering::SeqCst) {
+                process::kill_group(detached.pgid);
+            }
+        }
+    }
+
+    /// Starts `command` for `task_id`, detached
+    /// ([`RunningTask::detach`](super::RunningTask::detach)). Its output is
+    /// kept, the last [`OUTPUT_TAIL`] bytes of each stream, and once it
+    /// exits its result is a task of the session's own ([`super::own`]).
+    pub(super) fn detach(
+        self: &Arc<Self>,
+        task_id: &str,
+        command: &str,
+    ) -> io::Result<DetachedShell> {
+        let mut live = self.lock();
+        if !live.tasks.contains_key(task_id) {
+            return Err(io::Error::other("the task has ended"));
+        }
+        if self.closing() {
+            return Err(io::Error::other("the session is closing"));
+        }
+        let started_at_ms = now_ms();
+        let mut child = process::shell(command)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        let pgid = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .ok_or_else(|| io::Error::other("the command exited at once"))?;
+        let item = DetachedShell {
+            work_id: ids::work_id(),
+            binary: binary_path(command.split_whitespace().next().unwrap_or("")),
+            command: command.to_string(),
+            started_at_ms: started_at_ms as u64,
+        };
+        if let Err(e) = self.store.detached_started(task_id, &item) {
+            // Only a resumed launch's report of lost commands misses it.
+            tracing::error!(work = %item.work_id, error = %e, "recording a detached command failed");
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let reaped = done.clone();
+        // The command holds no hub: a session dropped while it runs still
+        // kills it.
+        let hub = Arc::downgrade(self);
+        let ran = item.clone();
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        tokio::spawn(async move {
+            let output = async { tokio::join!(tail(stdout), tail(stderr)) };
+            tokio::pin!(output);
+            let mut read = None;
+            let status = tokio::select! {
+                status = child.wait() => status,
+                // Its output closed first: wait for the exit alone.
+                both = &mut output => {
+                    read = Some(both);
+                    child.wait().await
+                }
+            };
+            reaped.store(true, Ordering::SeqCst);
+            // What it wrote before it exited; a process it left behind
+            // holding its output open is given a moment, not waited for.
+            let (out, err) = match read {
+                Some(both) => both,
+                None => tokio::time::timeout(OUTPUT_GRACE, &mut output)
+                    .await
+                    .unwrap_or_default(),
+            };
+            let Some(hub) = hub.upgrade() else { return };
+            if let Err(e) = hub.store.detached_ended(&ran.work_id) {
+                tracing::error!(work = %ran.work_id, error = %e, "recording a detached command's end failed");
+            }
+            if hub.closing() {
+                return;
+            }
+            let text = super::own::command_result(&ran, status.ok(), &out, &err);
+            if let Err(e) = hub.start_own(text) {
+                tracing::error!(work = %ran.work_id, error = ?e, "starting a detached command's result task failed");
+            }
+        });
+        live.detached.push(Detached {
+            item: item.clone(),
+            task_id: task_id.to_string(),
+            pgid,
+            done,
+        });
+        Ok(item)
+    }
+}
+
+/// Bytes of each of a detached command's output streams its result keeps:
+/// the last ones it wrote.
+pub const OUTPUT_TAIL: usize = 16 << 10;
+
+/// How long a detached command's output is read after it exits.
+const OUTPUT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The last [`OUTPUT_TAIL`] bytes `stream` gives before it closes, and
+/// whether earlier ones were cut.
+async fn tail(stream: Option<impl tokio::io::AsyncRead + Unpin>) -> Tail {
+    use tokio::io::AsyncReadExt;
+    let mut kept = Tail::default();
+    let Some(mut stream) = stream else {
+        return kept;
+    };
+    let mut chunk = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut chunk).await {
+        if n == 0 {
+            break;
+        }
+        kept.bytes.extend_from_slice(&chunk[..n]);
+        if kept.bytes.len() > OUTPUT_TAIL {
+            let over = kept.bytes.len() - OUTPUT_TAIL;
+            kept.bytes.drain(..over);
+            kept.cut = true;
+        }
+    }
+    kept
+}
+
+/// The end of an output stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tail {
+    pub bytes: Vec<u8>,
+    /// Earlier bytes were dropped.
+    pub cut: bool,
+}
+
+/// The binary a command's first word names ("Task metadata":
+/// `runningCommands[].binary`, `/usr/bin/bash`): a word with a `/` as it
+/// is, else the first executable file of that name on `PATH` when the
+/// command starts. A word found on none (a shell builtin, a missing
+/// command) is given bare.
+pub(crate) fn binary_path(word: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    if word.is_empty() || word.contains('/') {
+        return word.to_string();
+    }
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join(word))
+            .find(|candidate| {
+                std::fs::metadata(candidate)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    });
+    match found.and_then(|path| path.into_os_string().into_string().ok()) {
+        Some(path) => path,
+        None => word.to_string(),
+    }
+}
+
+pub(super) fn residue(detached: &[Detached]) -> Vec<ResidueItem> {
+    detached
+        .iter()
+        .filter(|d| !d.done.load(Ordering::SeqCst))
+        .map(|d| ResidueItem::DetachedShell(d.item.clone()))
+        .collect()
+}
+
+/// The detached commands `task_id` started that still run, oldest first, as
+/// the task's metadata says them at `now`.
+pub(super) fn running_commands(
+    detached: &[Detached],
+    task_id: &str,
+    now: i64,
+) -> Vec<RunningCommand> {
+    detached
+        .iter()
+        .filter(|d| d.task_id == task_id && !d.done.load(Ordering::SeqCst))
+        .map(|d| RunningCommand {
+            work_id: d.item.work_id.clone(),
+            binary: d.item.binary.clone(),
+            command: cut(&d.item.command),
+            running_ms: (now.max(0) as u64).saturating_sub(d.item.started_at_ms),
+        })
+        .collect()
+}
+
+/// A command cut to [`COMMAND_CHARS`] characters followed by `…`.
+pub(super) fn cut(command: &str) -> String {
+    match command.char_indices().nth(COMMAND_CHARS) {
+        Some((at, _)) => format!("{}…", &command[..at]),
+        None => command.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// "Task metadata": `runningCommands[].binary` is the binary's path. A
+    /// word is looked up on PATH; a path, or a word found nowhere, stays.
+    #[test]
+    fn a_binary_is_named_by_its_path() {
+        let sleep = super::binary_path("sleep");
+        assert!(
+            sleep.starts_with('/') && sleep.ends_with("/sleep"),
+            "{sleep}"
+        );
+        assert!(std::path::Path::new(&sleep).is_file());
+        assert_eq!(super::binary_path("./run.sh"), "./run.sh");
+        assert_eq!(
+            super::binary_path("no-such-binary-here"),
+            "no-such-binary-here"
+        );
+    }
+}

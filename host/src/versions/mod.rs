@@ -1,0 +1,6 @@
+//! Versions of the door: the live one and the one before it, the card each
+//! answered, and the operator's control surface that swaps them.
+
+pub mod card_cache;
+pub mod control;
+pub mod swap;
