@@ -5,6 +5,10 @@
 //! The events interface's `events` resource is the generated marker type:
 //! the reader behind it is the task layer's own (see
 //! [`crate::imports::events`]), so these bindings depend on no other module.
+//!
+//! Generated items carry no Rust docs: the WIT in `wit/` is where each is
+//! documented.
+#![allow(missing_docs)]
 
 wasmtime::component::bindgen!({
     path: "../wit",

@@ -1,30 +1,37 @@
 //! The wasmtime host of a Murmur capsule's door: it runs the door component
-//! sandboxed, each request in an instance of its own (kept for the same
-//! caller's next request, see [`idle`]), and answers its imports from
-//! the session it keeps.
+//! sandboxed, each request on an instance that behaves as if it were fresh,
+//! and answers the door's imports from the session it keeps.
+//!
+//! Its folders are its layers, bottom to top (the README's layer table):
+//! `bindings`, `manifest`, `session`, `imports`, `sandbox`, `versions`,
+//! `listener`, `hosting`. The crate root re-exports what an embedder uses:
+//! a host of capsules ([`host::Host`], with [`roster::Entry`] and
+//! [`host_control`]) or one capsule's door ([`capsule::Capsule`]); the
+//! server, engine and imports beneath them ([`server::Server`],
+//! [`engine::Door`], [`imports::add_to_linker`]); and the session a runtime
+//! drives ([`session::Session`], [`agents::Agent`], [`tasks::Hub`]).
 //!
 //! One rule for locks: a poisoned lock is recovered, everywhere. Each guards
 //! data that every step under it leaves whole, so a panic while it was held
 //! (a host bug) leaves nothing half-written, and the requests after it
 //! should not fail too.
 
+#![warn(missing_docs)]
+
 pub mod bindings;
-pub mod hosting;
+mod hosting;
 pub mod imports;
-pub mod listener;
+mod listener;
 pub mod manifest;
-pub mod sandbox;
+mod sandbox;
 pub mod session;
-pub mod versions;
+mod versions;
 
 pub use hosting::{capsule, host, host_control, roster};
-#[cfg(feature = "native-door")]
-pub use listener::native;
-pub use listener::{admission, body, connections, metrics, proxies, redeems, server};
-pub use manifest::planes;
-pub use sandbox::{cache, cpu, engine, framing, idle, memory, one_call, request};
-pub use session::{agents, handles, process, tasks, tokens};
-pub use versions::{card_cache, control, swap};
+pub use listener::{admission, connections, proxies, server};
+pub use sandbox::{cache, cpu, engine, memory, request};
+pub use session::{agents, handles, tasks};
+pub use versions::{control, swap};
 
 #[cfg(test)]
 mod layers;

@@ -22,14 +22,19 @@ use crate::versions::control::{CONTROL_PATH, ControlToken};
 /// What a capsule is opened from: its entry (a capsules file's, or
 /// `serve`'s flags), the agent running its tasks and its replay buffer.
 pub struct CapsuleConfig {
+    /// Its name, manifest, listen address, state directory and files.
     pub entry: Entry,
+    /// Runs the session's tasks.
     pub agent: Arc<dyn Agent>,
+    /// What the session's replay buffer keeps, for streams that reconnect.
     pub replay: Replay,
 }
 
 /// A capsule's door, answering.
 pub struct Capsule {
+    /// The server answering on its listener, with its live door (`doors`).
     pub server: Arc<Server>,
+    /// The session it keeps: its tasks, tokens and task store.
     pub session: Arc<Session>,
     /// Where it listens, `http://ADDR`: its card's
     /// `supportedInterfaces[0].url` unless it has a public URL.

@@ -32,15 +32,19 @@ use crate::versions::swap::{self, Source};
 /// What every capsule of a host runs under.
 #[derive(Clone, Copy, Debug)]
 pub struct HostLimits {
+    /// What each request's store may use, in every capsule.
     pub limits: Limits,
     /// The pool (`max_instances`), connections, body bytes and door memory
     /// are the host's, shared by every capsule.
     pub http: HttpLimits,
     /// Instances of the pool one capsule may hold at once.
     pub capsule_instances: u32,
+    /// Bytes a door component to swap in may have (`--max-component-bytes`).
     pub max_component_bytes: usize,
 }
 
+/// The capsules a host runs, on its one engine and pool, and the door each
+/// capsule added starts on.
 pub struct Host {
     engine: DoorEngine,
     limits: HostLimits,
@@ -63,6 +67,7 @@ struct Hosted {
 
 /// What a host-wide or partial swap did.
 pub struct HostSwap {
+    /// `sha256:<hex>` of the new version's bytes.
     pub digest: String,
     /// Capsules now live on the new version.
     pub swapped: Vec<String>,
@@ -70,6 +75,7 @@ pub struct HostSwap {
     pub refused: Vec<(String, String)>,
     /// Compiling (or loading from the cache) the new version once.
     pub compile: Duration,
+    /// The whole swap, compiling included.
     pub took: Duration,
 }
 

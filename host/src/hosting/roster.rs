@@ -37,8 +37,12 @@ pub const HOST_CONTROL_TOKEN_FILE: &str = "host-control-token";
 /// One capsule, as an entry names it.
 #[derive(Clone, Debug)]
 pub struct Entry {
+    /// Names the capsule in the control surface's paths and in metrics: the
+    /// manifest's name unless the entry names one.
     pub name: String,
+    /// The manifest's file, resolved against the capsules file's directory.
     pub manifest_path: PathBuf,
+    /// The manifest, loaded from `manifest_path` and checked.
     pub manifest: Manifest,
     /// What the planes' exports are relative to: the manifest's directory
     /// unless the entry names one.
@@ -46,16 +50,25 @@ pub struct Entry {
     /// The launch's own task: `serve --task` or `--task-file`, else a
     /// `task.md` or `input.txt` in the workdir (see [`launch_task`]).
     pub task: Option<String>,
+    /// Where its door listens; port 0 takes any free port (and clashes with
+    /// no other entry).
     pub listen: SocketAddr,
     /// Where clients reach the door from outside (a TLS terminator, a
     /// proxy): the card's `supportedInterfaces[0].url` and every absolute
     /// URL the door writes. None: the listener's own address.
     pub public_url: Option<String>,
+    /// The state directory: its lock, `session.db` and archived sessions.
     pub state: PathBuf,
     /// `state` resolved, so two spellings of one directory compare equal.
     pub state_key: PathBuf,
+    /// Where the minted tokens are written: `STATE/tokens.json` unless the
+    /// entry names one.
     pub tokens_file: PathBuf,
+    /// Where its control token is written: `control-token` beside the tokens
+    /// file unless the entry names one.
     pub control_token_file: PathBuf,
+    /// Reopen the session in `state` (`--resume`) instead of archiving it
+    /// and starting a new one.
     pub resume: bool,
     /// Instances of the host's pool this capsule may hold at once, when not
     /// the host's `--capsule-instances`.
@@ -122,8 +135,13 @@ const MAX_SHARE: u64 = 1 << 20;
 /// The capsules file.
 #[derive(Clone, Debug)]
 pub struct Roster {
+    /// Where the host's control surface listens.
     pub control_listen: SocketAddr,
+    /// Where the host's control token is written: `host-control-token`
+    /// beside the capsules file unless `control.token_file` names one.
     pub control_token_file: PathBuf,
+    /// Every entry, in the file's order: no two share a name, a state
+    /// directory or a fixed listen address.
     pub capsules: Vec<Entry>,
 }
 
@@ -132,7 +150,9 @@ pub struct Roster {
 pub struct RosterError {
     /// `capsules[1] (beta)`, `control`, or empty for the file itself.
     pub at: String,
+    /// The key refused (`listen`), or empty when the whole entry or file is.
     pub key: String,
+    /// Why it was refused.
     pub message: String,
 }
 
@@ -158,6 +178,8 @@ fn error(at: &str, key: &str, message: impl Into<String>) -> RosterError {
 }
 
 impl Roster {
+    /// Reads and parses the capsules file at `path`; its paths are relative
+    /// to the file's directory.
     pub fn load(path: &Path) -> Result<Roster, RosterError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| error("", "", format!("{}: {e}", path.display())))?;

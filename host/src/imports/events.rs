@@ -23,6 +23,8 @@ pub type Framed = Pin<Box<dyn Future<Output = Option<(Vec<u8>, usize)>> + Send>>
 /// Frames an event as one door version does, on an instance of its own
 /// (the door's `framing` export).
 pub trait FrameEvents: Send + Sync {
+    /// Frames `event` for a stream: its SSE bytes and where the request id
+    /// goes, or None when the door could not frame it.
     fn frame(self: Arc<Self>, event: Arc<Event>) -> Framed;
 }
 

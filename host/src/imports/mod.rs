@@ -26,6 +26,7 @@ use crate::session::Session;
 
 /// What the door's imports answer from, per request.
 pub struct DoorCtx {
+    /// The session the imports answer from.
     pub session: Arc<Session>,
     /// Set once the door has changed the session (started, continued or
     /// canceled a task, stopped the session, delivered a completion): a
@@ -85,6 +86,7 @@ impl DoorCtx {
 /// The context and the resource table the imports use, borrowed from a
 /// store's data.
 pub struct DoorCtxView<'a> {
+    /// The request's context.
     pub ctx: &'a mut DoorCtx,
     /// The store's table: event readers and pollables live beside
     /// wasi's resources.
@@ -93,6 +95,7 @@ pub struct DoorCtxView<'a> {
 
 /// Store data that can answer the door's imports.
 pub trait DoorView: Send {
+    /// Lends out the context and the table, for one import call.
     fn door(&mut self) -> DoorCtxView<'_>;
 }
 

@@ -38,6 +38,8 @@ pub const INSTANCE_WAIT: Duration = Duration::from_millis(1000);
 pub struct Caller(u64);
 
 impl Caller {
+    /// Who a request counts against: its `authorization` when the door is
+    /// `authenticated`, else its client's `address`.
     pub fn of(authenticated: bool, authorization: Option<&[u8]>, address: IpAddr) -> Caller {
         use std::hash::{BuildHasher, Hash, Hasher};
         static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
@@ -65,6 +67,8 @@ pub enum Refused {
     Full,
 }
 
+/// Hands out a door's instances: within its share of the pool, and within
+/// each caller's share of those.
 pub struct Admission {
     /// The instances this door may hold: its share of the pool.
     instances: Arc<Semaphore>,
@@ -92,6 +96,8 @@ impl Slot {
 }
 
 impl Admission {
+    /// A door's own pool of `instances`, `per_caller` (at least 1) for each
+    /// caller, a request waiting up to `wait` for one.
     pub fn new(instances: u32, per_caller: u32, wait: Duration) -> Arc<Admission> {
         Admission::within(None, instances, per_caller, wait)
     }

@@ -56,6 +56,7 @@ pub struct Connection {
 }
 
 impl Connections {
+    /// A registry of at most `max` open connections (at least 1).
     pub fn new(max: usize) -> Arc<Connections> {
         Arc::new(Connections {
             max: max.max(1),
@@ -128,7 +129,7 @@ impl Connections {
 /// A connection while it is open; dropping it unregisters it.
 pub struct Registered {
     connections: Arc<Connections>,
-    pub connection: Arc<Connection>,
+    pub(crate) connection: Arc<Connection>,
 }
 
 impl Drop for Registered {
@@ -192,6 +193,8 @@ pub struct WriteDeadline<T> {
 }
 
 impl<T> WriteDeadline<T> {
+    /// `io`, its writes failing once its client has taken no byte for
+    /// `timeout`; `registered` tells whether a stream is being written.
     pub fn new(io: T, registered: Arc<Registered>, timeout: Duration) -> WriteDeadline<T> {
         WriteDeadline {
             io,
@@ -201,6 +204,7 @@ impl<T> WriteDeadline<T> {
         }
     }
 
+    /// The socket, without its deadline.
     pub fn into_inner(self) -> T {
         self.io
     }
@@ -443,6 +447,7 @@ pub struct Throttled {
 }
 
 impl Throttled {
+    /// Logs at most once per `every`.
     pub const fn new(every: Duration) -> Throttled {
         Throttled {
             every,

@@ -25,6 +25,7 @@ pub fn parse(value: &str) -> Result<IpNet, String> {
 }
 
 impl TrustedProxies {
+    /// Believes the forwarding headers of a request from any of `proxies`.
     pub fn new(proxies: Vec<IpNet>) -> TrustedProxies {
         TrustedProxies(proxies)
     }

@@ -64,15 +64,26 @@ pub const MAX_BODY_MEMORY_BYTES: usize = 256 << 20;
 /// What the clients of one listener may take of the host.
 #[derive(Clone, Copy, Debug)]
 pub struct HttpLimits {
+    /// Bytes a request body may have (`--max-body-bytes`); past it, 413.
     pub max_body_bytes: usize,
+    /// Header lines a request head may have (`--max-headers`); past it, 431.
     pub max_headers: usize,
+    /// Bytes a request head may take (`--max-header-bytes`), at least 8192.
     pub max_header_bytes: usize,
+    /// How long a client has to send a whole request head before it is
+    /// disconnected (`--header-timeout-ms`).
     pub header_timeout: Duration,
     /// How long a client may take no byte of an answer that is not a
     /// stream before its connection is dropped.
     pub write_timeout: Duration,
+    /// How long a client has, from its head, to send the whole body
+    /// (`--body-timeout-ms`); past it, 408.
     pub body_timeout: Duration,
+    /// Bytes of request bodies held at once across every connection
+    /// (`--max-body-memory-bytes`); past it, 503.
     pub max_body_memory_bytes: usize,
+    /// Connections open at once (`--max-connections`); at the cap the one
+    /// that has done least is closed for a new one.
     pub max_connections: usize,
     /// Door instances alive at once; the engine's pool must hold one more
     /// (for a swap's trial instance).
@@ -80,7 +91,11 @@ pub struct HttpLimits {
     /// Door instances kept between requests (see [`crate::sandbox::idle`]); the
     /// engine's pool holds them beside `max_instances`.
     pub idle_instances: u32,
+    /// Door instances one caller may hold at once (see
+    /// [`admission::caller_share`]); past it, 429.
     pub max_instances_per_caller: u32,
+    /// How long a request waits for a door instance when all are in use
+    /// (`--instance-wait-ms`); then 503.
     pub instance_wait: Duration,
     /// Bytes of linear memory all live door instances hold together.
     pub max_door_memory_bytes: usize,
@@ -128,6 +143,7 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Pools of their own, sized by `http`, trusting no proxy.
     pub fn new(http: &HttpLimits) -> Shared {
         Shared {
             connections: Connections::new(http.max_connections),
@@ -175,6 +191,8 @@ fn own_admission(http: &HttpLimits) -> Arc<Admission> {
 static ACCEPT_FAILED: Throttled = Throttled::new(Duration::from_secs(1));
 static CONNECTIONS_FULL: Throttled = Throttled::new(Duration::from_secs(1));
 
+/// Answers one capsule's HTTP requests with its door: the versions it
+/// serves, the stores its requests run in, and what they may take.
 pub struct Server {
     /// The live door and the previous one.
     pub doors: Doors,
@@ -301,13 +319,13 @@ impl Server {
         self
     }
 
-    /// Closes every connection (their requests unanswered): for a capsule
-    /// whose session has closed and whose listener has stopped.
     /// The limits it serves with.
     pub fn http_limits(&self) -> &HttpLimits {
         &self.http
     }
 
+    /// Closes every connection (their requests unanswered): for a capsule
+    /// whose session has closed and whose listener has stopped.
     pub fn shut(&self) {
         self.shut.send_replace(true);
         self.shared.idle.forget(&self.stores.session);

@@ -17,35 +17,51 @@ use serde_yaml::Value;
 /// `lifecycle.task_acceptance`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TaskAcceptance {
+    /// `none`: the door serves no method that starts a task.
     None,
+    /// `single`: one live task; a new one is rejected while it runs.
     #[default]
     Single,
+    /// `queue`: tasks wait their turn, one running at a time.
     Queue,
 }
 
 /// `inference.transport`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Transport {
+    /// `http`: the capsule reaches its model over HTTP.
     #[default]
     Http,
+    /// `process`: through a harness process, which also reports quota and
+    /// suggested prompts.
     Process,
 }
 
 /// What a token may reach: a door method, or the operator plane.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scope {
+    /// `SendMessage`: start a task, or answer one waiting for input.
     SendMessage,
+    /// `SendStreamingMessage`: the same, answered as a stream of the task's events.
     SendStreamingMessage,
+    /// `murmur.WatchSession`: a stream of every task's events.
     WatchSession,
+    /// `GetTask`: read one task.
     GetTask,
+    /// `ListTasks`: page through the tasks the caller sees.
     ListTasks,
+    /// `CancelTask`: end a live task, listing what it leaves running.
     CancelTask,
+    /// `SubscribeToTask`: a stream of one live task's events.
     SubscribeToTask,
+    /// `murmur.StopSession`: end the session.
     StopSession,
+    /// `resources/files`: the operator plane's exported files.
     ResourcesFiles,
 }
 
 impl Scope {
+    /// Every scope, each once: the operator token reaches them all.
     pub const ALL: [Scope; 9] = [
         Scope::SendMessage,
         Scope::SendStreamingMessage,
@@ -73,6 +89,8 @@ impl Scope {
         }
     }
 
+    /// The scope named `name` as a manifest lists it; None for any other name,
+    /// an A2A 0.3 one included.
     pub fn parse(name: &str) -> Option<Scope> {
         Scope::ALL.into_iter().find(|scope| scope.name() == name)
     }
@@ -101,16 +119,22 @@ impl fmt::Display for Scope {
 /// A credential declared under `network.authentication.credentials`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Credential {
+    /// Its key under `credentials`, and its token's key in the tokens file.
     pub name: String,
     /// De-duplicated, in manifest order.
     pub scopes: Vec<Scope>,
 }
 
+/// What the door reads of a capsule's murmur.yaml.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manifest {
+    /// `name`, required: the card's name.
     pub name: String,
+    /// `version`, required: the card's version.
     pub version: String,
+    /// `tools`: the installed artifacts the model can call, in manifest order.
     pub tools: Vec<String>,
+    /// `lifecycle.task_acceptance`: how many tasks the capsule takes at once.
     pub task_acceptance: TaskAcceptance,
     /// `lifecycle.after_task: exit`: the capsule exits once its launch task
     /// has ended. Any other value keeps it running.
@@ -127,6 +151,7 @@ pub struct Manifest {
     pub peer_files: Option<Exports>,
     /// `exports.peer_tasks.accept`
     pub peer_tasks_accept: bool,
+    /// `inference.transport`: how the capsule reaches its model.
     pub transport: Transport,
     /// `context.images.max_bytes`
     pub image_max_bytes: u64,
@@ -145,7 +170,9 @@ const CREDENTIALS: &str = "network.authentication.credentials";
 /// when the file cannot be read or is not YAML.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ManifestError {
+    /// The dotted key at fault, or "".
     pub key: String,
+    /// What is wrong, without the key.
     pub message: String,
 }
 
@@ -175,6 +202,8 @@ impl fmt::Display for ManifestError {
 impl std::error::Error for ManifestError {}
 
 impl Manifest {
+    /// Reads and parses the manifest at `path`; a file that cannot be read is
+    /// an error with key "".
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
         let yaml = std::fs::read_to_string(path).map_err(|err| {
             ManifestError::new("", format!("cannot read {}: {err}", path.display()))
@@ -182,6 +211,7 @@ impl Manifest {
         Manifest::parse(&yaml)
     }
 
+    /// Parses a manifest's YAML text, checking every key the door reads.
     pub fn parse(yaml: &str) -> Result<Manifest, ManifestError> {
         let mut root: Value =
             serde_yaml::from_str(yaml).map_err(|err| ManifestError::new("", err.to_string()))?;
@@ -242,7 +272,6 @@ impl Manifest {
     }
 }
 
-/// How an error names a value of the wrong type.
 /// A name a capsule or a formation member may take: 1 to 64 letters,
 /// digits, `-`, `_` or `.`.
 pub fn valid_name(name: &str) -> bool {
@@ -252,6 +281,7 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
+/// How an error names a value of the wrong type.
 fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",

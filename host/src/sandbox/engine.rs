@@ -178,6 +178,8 @@ fn config(max_instances: u32, max_memory_bytes: usize, resident: bool) -> Config
 /// A door component ready to serve.
 #[derive(Clone)]
 pub struct Door {
+    /// The component linked against the host's imports: each request
+    /// instantiates it.
     pub pre: InstancePre<RequestState>,
     /// Where its `wasi:http` handler is.
     pub proxy: ProxyIndices,
@@ -197,7 +199,9 @@ pub struct Door {
 /// One instance of a door: its `wasi:http` handler, and its one-call
 /// answer when it exports one.
 pub struct DoorInstance {
+    /// Its `wasi:http` handler, which answers when the door has no `answer`.
     pub proxy: Proxy,
+    /// Its one-call `answer` export; None for an older door.
     pub answers: Option<Answers>,
 }
 

@@ -51,8 +51,6 @@ use crate::sandbox::engine::{Door, DoorInstance};
 use crate::sandbox::request::{Limits, RequestState};
 use crate::session::Session;
 
-pub use crate::sandbox::engine::IDLE_INSTANCES;
-
 /// Requests one instance answers before it is dropped.
 pub const MAX_USES: u32 = 1000;
 /// An instance whose memory grew past this is not kept (a door answers a

@@ -39,6 +39,7 @@ pub struct MemoryPool {
 }
 
 impl MemoryPool {
+    /// A pool of `total` bytes, all free.
     pub fn new(total: usize) -> Arc<MemoryPool> {
         Arc::new(MemoryPool {
             total,
@@ -76,6 +77,7 @@ pub struct DoorMemory {
 }
 
 impl DoorMemory {
+    /// A door limited to `per_instance` bytes, and to what `pool` has free.
     pub fn new(per_instance: usize, pool: Arc<MemoryPool>) -> DoorMemory {
         DoorMemory {
             per_instance,

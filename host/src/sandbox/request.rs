@@ -80,6 +80,8 @@ pub const MAX_RESOURCES: usize = 1024;
 pub const MAX_FIELDS_BYTES: usize = 64 << 10;
 
 impl RequestState {
+    /// A fresh request's state: imports answering from `session`, memory
+    /// limited by `memory`, and no environment, arguments, files or stdio.
     pub fn new(session: Arc<Session>, memory: DoorMemory) -> RequestState {
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_RESOURCES);
@@ -232,8 +234,11 @@ pub fn start_over(store: &mut Store<RequestState>, session: Arc<Session>, versio
 /// from, its limits, and the memory all live doors share.
 #[derive(Clone)]
 pub struct Stores {
+    /// The session its imports answer from.
     pub session: Arc<Session>,
+    /// What each request's store may use.
     pub limits: Limits,
+    /// The memory all live doors share (`--max-door-memory-mb`).
     pub memory: Arc<MemoryPool>,
 }
 

@@ -32,14 +32,19 @@ pub struct Mint {
     pub path: String,
     /// The capsule that may redeem it (its `x-murmur-audience`).
     pub audience: String,
+    /// How long the handle lives, in seconds, at most [`MAX_TTL_SECONDS`];
+    /// [`DEFAULT_TTL_SECONDS`] when None.
     pub ttl_seconds: Option<u64>,
+    /// How many redeems it allows, at least 1; no limit when None.
     pub max_uses: Option<u32>,
 }
 
 /// A handle as minted: the value, shown this once, and its id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Minted {
+    /// The value the bearer presents: 43 URL-safe characters, never kept.
     pub handle: String,
+    /// What the session keeps of it, and lists.
     pub info: HandleInfo,
 }
 
@@ -48,18 +53,26 @@ pub struct Minted {
 pub struct HandleInfo {
     /// `hdl_` and 16 lowercase hex digits.
     pub id: String,
+    /// The file it grants, workdir-relative.
     pub path: String,
+    /// The capsule that may redeem it.
     pub audience: String,
+    /// When it was minted, in milliseconds since the Unix epoch.
     pub created_at_ms: i64,
+    /// When it stops redeeming, in milliseconds since the Unix epoch.
     pub expires_at_ms: i64,
+    /// How many redeems it allows; no limit when None.
     pub max_uses: Option<u32>,
+    /// How many times it has been redeemed.
     pub uses: u32,
 }
 
 /// A redeemed handle: which one, and the path it grants.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Redeemed {
+    /// The handle's id, `hdl_…`.
     pub id: String,
+    /// The file it grants, workdir-relative.
     pub path: String,
 }
 
@@ -67,13 +80,18 @@ pub struct Redeemed {
 /// the log and the metrics tell them apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refused {
+    /// No handle kept has this value: never minted, revoked, or dropped.
     Unknown,
+    /// Its time to live has passed.
     Expired,
+    /// It has been redeemed `max_uses` times.
     UsedUp,
+    /// Presented by a capsule other than its audience.
     WrongAudience,
 }
 
 impl Refused {
+    /// The reason as the log line names it.
     pub fn as_str(self) -> &'static str {
         match self {
             Refused::Unknown => "unknown",

@@ -22,10 +22,17 @@ use crate::session::tasks::events::DEFAULT_REPLAY_BUFFER;
 use crate::session::tasks::store::Store;
 use crate::session::tokens::Tokens;
 
+/// A capsule's session: the facts its door reads, and the tokens, tasks,
+/// planes and handles it keeps.
 pub struct Session {
+    /// What the door's rules read on every request, derived from the manifest.
     pub capsule: Capsule,
+    /// The capsule's name, version and tools, the session id and the url it
+    /// answers on.
     pub identity: Identity,
+    /// The bearer tokens minted for this session.
     pub tokens: Tokens,
+    /// The session's tasks, the agent that runs them and their event log.
     pub tasks: Arc<Hub>,
     /// What the planes export, from which workdir.
     pub planes: Planes,
@@ -90,10 +97,12 @@ impl Session {
         self
     }
 
+    /// The session id, `ses_…`; `--resume` keeps it.
     pub fn id(&self) -> &str {
         &self.identity.session_id
     }
 
+    /// Whether the session is closing: new tasks are rejected.
     pub fn closing(&self) -> bool {
         self.tasks.closing()
     }

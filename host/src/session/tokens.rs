@@ -31,10 +31,15 @@ impl fmt::Display for Credential {
 /// What a valid token lets its bearer do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Grant {
+    /// Whose token it is.
     pub credential: Credential,
+    /// The scopes it reaches, each once.
     pub scopes: Vec<Scope>,
 }
 
+/// The session's bearer tokens: the operator's and the declared
+/// credentials', minted at launch, and the formation members', minted and
+/// revoked while it runs.
 pub struct Tokens {
     minted: Vec<Minted>,
     /// Formation members' tokens, by caller; at most [`MAX_MEMBERS`].

@@ -68,10 +68,13 @@ pub async fn read_component(path: &Path, max: usize) -> anyhow::Result<Vec<u8>> 
 
 /// One loaded version of the door.
 pub struct Live {
+    /// The compiled component its requests instantiate.
     pub door: Door,
     /// 1 for the door loaded at launch, then one more for each swap.
     pub version: u64,
+    /// Where its component came from.
     pub source: Source,
+    /// When it was loaded, in milliseconds since the Unix epoch.
     pub loaded_at_ms: i64,
     /// Requests holding this version: answering, or streaming their body.
     in_flight: AtomicU64,
@@ -91,6 +94,7 @@ impl Live {
         framer.clone().map(|f| f as Arc<dyn FrameEvents>)
     }
 
+    /// Requests holding this version now: answering, or streaming their body.
     pub fn in_flight(&self) -> u64 {
         self.in_flight.load(Ordering::Relaxed)
     }
@@ -112,6 +116,7 @@ impl Live {
 pub struct Serving(Arc<Live>, Arc<AtomicU64>);
 
 impl Serving {
+    /// The version serving the request.
     pub fn live(&self) -> &Live {
         &self.0
     }
@@ -131,17 +136,22 @@ impl Drop for Serving {
 
 /// What a swap or a rollback changed.
 pub struct Swapped {
+    /// The version that was live, now the previous one.
     pub old: Arc<Live>,
+    /// The version live now.
     pub new: Arc<Live>,
 }
 
 /// A swap that took place.
 pub struct SwapDone {
+    /// The version replaced and the one now live.
     pub swapped: Swapped,
     /// Compiling, validating, a trial instantiation and the swap itself.
     pub took: Duration,
 }
 
+/// A door's versions: the live one, and the one before it that a rollback
+/// returns to.
 pub struct Doors {
     live: ArcSwap<Live>,
     /// The door before the live one, and the next version number. Swaps
@@ -160,8 +170,11 @@ pub struct Doors {
 /// How a door's versions changed since launch.
 #[derive(Debug, Default)]
 pub struct SwapCounts {
+    /// Versions made live by a swap.
     pub swapped: AtomicU64,
+    /// Swaps refused: the component did not compile, or its trial failed.
     pub refused: AtomicU64,
+    /// Rollbacks to the previous version.
     pub rolled_back: AtomicU64,
 }
 
@@ -303,6 +316,7 @@ impl Doors {
         Serving(live, self.in_flight.clone())
     }
 
+    /// The live door, not held: a request takes it with [`Doors::serving`].
     pub fn live(&self) -> Arc<Live> {
         self.live.load_full()
     }

@@ -27,6 +27,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use super::{Agent, AgentFuture, Image, Outcome, RunningTask, TaskInput};
 use crate::session::process::{self, GroupGuard, shell};
 
+/// The command agent (`--agent-cmd`): one `sh -c` of its command per task.
 #[derive(Clone, Debug)]
 pub struct CommandAgent {
     command: String,

@@ -12,12 +12,14 @@ use super::{Image, Origin, RunningTask};
 pub struct TaskInput {
     /// `tsk_…`
     pub task_id: String,
+    /// `ctx_…`, or the context the client named.
     pub context_id: String,
     /// The text the door composed from the message: its parts joined, data
     /// fences, the referenced-tasks block.
     pub text: String,
     /// The message's images, in part order, after its text.
     pub images: Vec<Image>,
+    /// Where the task came from (`x-murmur-task-origin`).
     pub origin: Origin,
     /// The trust class the request carried (`x-murmur-task-trust`).
     pub trust: Option<String>,

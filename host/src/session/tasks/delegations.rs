@@ -17,6 +17,7 @@ use crate::bindings::session::Delegation as Delegated;
 pub struct Child {
     /// The capsule's name, as its manifest gives it.
     pub capsule: String,
+    /// The capsule's version, as its manifest gives it.
     pub version: String,
     /// The child's session, `ses_…`.
     pub session_id: String,

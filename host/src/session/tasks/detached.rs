@@ -161,6 +161,7 @@ async fn tail(stream: Option<impl tokio::io::AsyncRead + Unpin>) -> Tail {
 /// The end of an output stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tail {
+    /// The last bytes the stream gave, at most [`OUTPUT_TAIL`].
     pub bytes: Vec<u8>,
     /// Earlier bytes were dropped.
     pub cut: bool,

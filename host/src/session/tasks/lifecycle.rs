@@ -424,6 +424,7 @@ impl RunningTask {
         &self.id
     }
 
+    /// `ctx_…`, or the context the client named.
     pub fn context_id(&self) -> &str {
         &self.context_id
     }

@@ -269,6 +269,7 @@ impl Hub {
         self.store.count_by_state().map_err(unavailable)
     }
 
+    /// Whether [`Hub::close`] has been called: new tasks are rejected.
     pub fn closing(&self) -> bool {
         self.closing.load(Ordering::SeqCst)
     }

@@ -63,7 +63,9 @@ pub const DEFAULT_REPLAY_BUFFER_BYTES: usize = 64 << 20;
 /// it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Replay {
+    /// How many of the newest events (`--replay-buffer`).
     pub events: usize,
+    /// How many bytes of events at most (`--replay-buffer-bytes`).
     pub bytes: usize,
 }
 
@@ -119,11 +121,17 @@ pub fn event_bytes(event: &Event) -> usize {
 pub enum FrameKind {
     /// Text the agent writes as it goes: `{"text": …}`.
     Text,
+    /// The model's reasoning, as it goes.
     Thinking,
+    /// The model calls a tool.
     ToolCallStarted,
+    /// Progress of a tool call under way.
     ToolCallProgress,
+    /// An artifact the agent writes as it goes.
     Artifact,
+    /// The harness's quota (`process` only).
     Quota,
+    /// A prompt the client may send next (`process` only).
     SuggestedPrompt,
 }
 
@@ -330,6 +338,8 @@ impl EventLog {
         self.buffer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// How many events the buffer keeps at most: `--replay-buffer`, at least
+    /// one.
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -499,12 +509,19 @@ impl EventLog {
 /// What a reader reads next: an event its door version framed, as that
 /// framing, or a delivery for the door.
 pub enum Read {
+    /// An event its door version has framed, passed on as that framing.
     Framed {
+        /// Session-wide and increasing: the SSE `id`.
         id: u64,
+        /// The state a status event wrote; None for an artifact or a frame.
         state: Option<TaskState>,
+        /// A murmur frame: written only where the stream extension is active.
         frame: bool,
+        /// The SSE event as the door version framed it.
         framing: Arc<Framing>,
     },
+    /// What the door must see itself: an event not framed yet, a gap, a lag
+    /// or the close.
     Delivery(Delivery),
 }
 

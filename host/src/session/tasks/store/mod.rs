@@ -53,15 +53,23 @@ pub use visibility::{Owner, Sees};
 /// A task as the hub first records it.
 #[derive(Clone, Debug)]
 pub struct NewRecord {
+    /// `tsk_…`
     pub id: String,
+    /// `ctx_…`, or the context the client named.
     pub context_id: String,
+    /// Who the task belongs to: whose requests see it.
     pub owner: Owner,
+    /// Where the task came from (`x-murmur-task-origin`).
     pub origin: Origin,
+    /// `x-murmur-task-trust`, when the request carried one.
     pub trust: Option<String>,
     /// `submitted`, or `rejected` for a task the door had no room for.
     pub state: TaskState,
+    /// Why a `rejected` task was refused; None for a `submitted` one.
     pub status_message: Option<String>,
+    /// The tasks the message referenced, each once, in first-occurrence order.
     pub reference_task_ids: Vec<String>,
+    /// forgetSession: drop the harness session this context names first.
     pub forget_session: bool,
     /// The message's images, kept for the runtime (never for a rejected
     /// task).
@@ -73,10 +81,15 @@ pub struct NewRecord {
 /// its prompt, and only a completed one carries a response.
 #[derive(Clone, Debug)]
 pub struct Transition {
+    /// The task's new state.
     pub state: TaskState,
+    /// The new status's message, when it has one.
     pub message: Option<String>,
+    /// The response artifact: only a completed task carries one.
     pub response: Option<String>,
+    /// The prompt artifact of a task waiting for input.
     pub prompt: Option<String>,
+    /// The residue artifact of a cancelled task: what the session still runs.
     pub residue: Vec<ResidueItem>,
     /// What a terminal task says of the answers it lacks and the commands
     /// it left running.
@@ -104,12 +117,18 @@ impl Transition {
 /// A task `--resume` failed, and the id of the status event that says so.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Restarted {
+    /// The id of the `failed` status event.
     pub event_id: u64,
+    /// The task `--resume` failed.
     pub task_id: String,
+    /// Its context, `ctx_…`.
     pub context_id: String,
+    /// When it was failed, in milliseconds since the Unix epoch.
     pub timestamp_ms: i64,
 }
 
+/// The session's record: `STATE/session.db` ([`Store::open`]), or a
+/// database in memory ([`Store::in_memory`]).
 pub struct Store {
     session_id: String,
     created_ms: i64,

@@ -27,6 +27,7 @@ pub const RESTARTED: &str = "the session restarted while this task was live";
 
 /// What opening the state directory found.
 pub struct Opened {
+    /// The session's record, holding the state directory's lock while it lives.
     pub store: Store,
     /// `--resume`: the tasks that were live and are now failed, in the order
     /// they had last changed.

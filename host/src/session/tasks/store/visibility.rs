@@ -10,8 +10,12 @@ use crate::bindings::tokens::Credential;
 pub enum Owner {
     /// Started by a caller of a public door, or by the session itself.
     Public,
+    /// Started with the operator token.
     Operator,
+    /// Started with the token of the declared credential it names.
     Declared(String),
+    /// Started with the token of the formation member it names
+    /// (`member:<caller>`).
     Member(String),
 }
 
@@ -46,6 +50,8 @@ pub enum Sees {
 }
 
 impl Sees {
+    /// Which tasks a request carrying `caller` sees: every task for none and
+    /// for the operator, else those it started.
     pub fn of(caller: &Option<Credential>) -> Sees {
         match caller {
             None | Some(Credential::Operator) => Sees::Every,
