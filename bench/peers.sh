@@ -15,6 +15,7 @@
 # Usage: bench/peers.sh [seconds] [connections]   (default 5 s, 16 connections)
 #   PEERS="door rust" runs only those servers, of: door standalone rust python js
 #   MURMUR_DOOR_BIN=path runs that murmur-door instead of building this tree's
+#   DOOR_ARGS="--reuse-bytes 0" passes those flags to murmur-door serve
 #   MURMUR_STANDALONE_WASM=path serves that component instead of composing it
 #   ROUNDS=n measures each cell n times (default 1), the servers taking turns
 #     round by round; a cell shows its median run by req/s, and the ratio
@@ -156,7 +157,8 @@ start_server() {
   log=$tmp/$name-$starts.log
   case $name in
     door)
-      setsid "$door_bin" serve "$tmp/queue.yaml" --listen 127.0.0.1:0 --state "$tmp/door-$starts" >"$log" 2>&1 &
+      # shellcheck disable=SC2086 # DOOR_ARGS is a list of flags.
+      setsid "$door_bin" serve "$tmp/queue.yaml" --listen 127.0.0.1:0 --state "$tmp/door-$starts" ${DOOR_ARGS:-} >"$log" 2>&1 &
       ;;
     standalone)
       port=$(free_port)

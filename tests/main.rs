@@ -20,6 +20,7 @@ mod messages;
 mod planes;
 mod public_url;
 mod resume;
+mod reuse;
 mod runtime;
 mod standalone;
 mod streams;

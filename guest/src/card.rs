@@ -44,6 +44,7 @@ pub fn public_card(request: &Request, capsule: &Capsule, identity: &Identity) ->
             status: 304,
             headers,
             body: Vec::new(),
+            reuse: None,
         };
     }
     let mut response = Response {
@@ -53,6 +54,7 @@ pub fn public_card(request: &Request, capsule: &Capsule, identity: &Identity) ->
             ("content-length".into(), body.len().to_string()),
         ],
         body,
+        reuse: None,
     };
     response.headers.extend(headers);
     response

@@ -298,15 +298,19 @@ fn serve<I: Imports>(
                 imports, capsule, request, id,
             )));
         }
+        // A task and a page are what the store holds: the same request from
+        // the same caller answers the same bytes until a write changes them.
         Method::GetTask => {
             let task = task_methods::get_task(imports, params, caller)?;
-            rpc::result(id, &TaskJson::as_held(&task))
+            rpc::reusable_result(id, &TaskJson::as_held(&task))
         }
         Method::CancelTask => {
             let task = task_methods::cancel_task(imports, params, caller)?;
             rpc::result(id, &TaskJson::as_held(&task))
         }
-        Method::ListTasks => rpc::result(id, &task_methods::list_tasks(imports, params, caller)?),
+        Method::ListTasks => {
+            rpc::reusable_result(id, &task_methods::list_tasks(imports, params, caller)?)
+        }
         Method::GetExtendedAgentCard => {
             let identity = imports.identity();
             rpc::result(id, &card::card(capsule, &identity, CardKind::Extended))

@@ -111,6 +111,17 @@ pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// Set on an answer the door declares reusable (`murmur:door/answer`'s
+    /// `reusable`): where the request's JSON-RPC id sits in `body`.
+    pub reuse: Option<IdAt>,
+}
+
+/// Where a request's JSON-RPC id sits in an answer's body: its first byte
+/// and its length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdAt {
+    pub at: usize,
+    pub len: usize,
 }
 
 impl Response {
@@ -124,6 +135,7 @@ impl Response {
                 ("content-length".into(), body.len().to_string()),
             ],
             body,
+            reuse: None,
         }
     }
 

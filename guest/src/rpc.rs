@@ -6,7 +6,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
 use crate::errors::RpcError;
-use crate::http::Response;
+use crate::http::{IdAt, Response};
 
 /// A request id: a string or an integer, echoed exactly as sent.
 pub type Id = Value;
@@ -176,6 +176,23 @@ pub fn result(id: &Id, result: &impl Serialize) -> Response {
     )
 }
 
+/// A JSON-RPC success the door declares reusable (`murmur:door/answer`'s
+/// `reusable`): one that depends on nothing but the request, its caller and
+/// what the door read of the session's tasks, never on the clock. The id
+/// sits right after the envelope's opening, `{"jsonrpc":"2.0","id":`.
+pub fn reusable_result(id: &Id, value: &impl Serialize) -> Response {
+    let mut response = result(id, value);
+    let len = serde_json::to_vec(id).expect("an id serializes").len();
+    response.reuse = Some(IdAt {
+        at: ID_AT.len(),
+        len,
+    });
+    response
+}
+
+/// What precedes the id in every envelope this module writes.
+const ID_AT: &str = r#"{"jsonrpc":"2.0","id":"#;
+
 /// A JSON-RPC error, HTTP 200.
 pub fn error(id: &Id, error: &RpcError) -> Response {
     Response::json(
@@ -269,6 +286,23 @@ mod tests {
             refused(r#"{"jsonrpc":"2.0","id":-3,"method":7}"#),
             (json!(-3), -32600)
         );
+    }
+
+    /// The span a reusable answer declares is exactly its id, as written.
+    #[test]
+    fn a_reusable_result_names_where_its_id_is() {
+        for id in [
+            json!(7),
+            json!("a\"b\u{e9}\u{1}"),
+            json!(18446744073709551615u64),
+            json!(-3),
+        ] {
+            let response = reusable_result(&id, &json!({"k": [1, "x"]}));
+            let at = response.reuse.unwrap();
+            let written = &response.body[at.at..at.at + at.len];
+            assert_eq!(written, serde_json::to_vec(&id).unwrap().as_slice(), "{id}");
+            assert_eq!(result(&id, &json!({"k": [1, "x"]})).body, response.body);
+        }
     }
 
     #[test]

@@ -42,7 +42,10 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
         ],
     ),
     // Versions of the door, and the operator's surface over them.
-    ("versions", &[&["card_cache"], &["swap"], &["control"]]),
+    (
+        "versions",
+        &[&["card_cache", "reuse"], &["swap"], &["control"]],
+    ),
     // The listener and what it bounds; the native baseline it may answer
     // with (a benchmark-only build).
     (

@@ -31,7 +31,7 @@ pub use hosting::{capsule, host, host_control, roster};
 pub use listener::{admission, connections, proxies, server};
 pub use sandbox::{cache, cpu, engine, memory, request};
 pub use session::{agents, handles, tasks};
-pub use versions::{control, swap};
+pub use versions::{control, reuse, swap};
 
 #[cfg(test)]
 mod layers;

@@ -28,6 +28,7 @@ use murmur_door_host::manifest::Manifest;
 use murmur_door_host::memory;
 use murmur_door_host::proxies::{self, TrustedProxies};
 use murmur_door_host::request;
+use murmur_door_host::reuse;
 use murmur_door_host::roster::{self, Entry, Roster};
 use murmur_door_host::server;
 use murmur_door_host::swap;
@@ -219,6 +220,11 @@ struct DoorArgs {
     #[arg(long, value_name = "MS", default_value_t = server::DRAIN.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub drain_ms: u64,
+    /// Bytes of answers the door declared reusable (GetTask, ListTasks)
+    /// each capsule keeps, to send again without an instance while what
+    /// they read is unchanged; 0 keeps none
+    #[arg(long, value_name = "BYTES", default_value_t = reuse::REUSE_BYTES)]
+    pub reuse_bytes: usize,
     /// Milliseconds a client has, from its head, to send the whole
     /// body; a slower one is answered 408.
     #[arg(long, value_name = "MS", default_value_t = server::BODY_TIMEOUT.as_millis() as u64,
@@ -340,6 +346,7 @@ impl DoorArgs {
                 instance_wait: Duration::from_millis(self.instance_wait_ms),
                 max_door_memory_bytes: (self.max_door_memory_mb as usize) << 20,
                 drain: Duration::from_millis(self.drain_ms),
+                reuse_bytes: self.reuse_bytes,
             },
             trusted_proxies: TrustedProxies::new(self.trusted_proxies),
             component: self.component,

@@ -40,6 +40,7 @@ pub fn answer(request: &Request, path: &[String], entry: &Entry) -> Result<FileA
             status: 304,
             headers: validators,
             body: Vec::new(),
+            reuse: None,
         }));
     }
     let size = entry.size;
@@ -73,6 +74,7 @@ pub fn answer(request: &Request, path: &[String], entry: &Entry) -> Result<FileA
         status,
         headers,
         body: Vec::new(),
+        reuse: None,
     };
     if request.method != "GET" || len == 0 {
         return Ok(FileAnswer::Whole(head));

@@ -5,7 +5,9 @@
 //! The same export frames events for the streams (`framing`), on an
 //! instance the host calls for nothing else.
 
-use super::host::exports::murmur::door::answer::{Guest, Reply as Wire, RequestHead, Response};
+use super::host::exports::murmur::door::answer::{
+    Guest, Reply as Wire, RequestHead, Response, Reusable,
+};
 use super::host::exports::murmur::door::framing;
 use super::host::murmur::door::events;
 use super::host::murmur::door::{request_body, response_stream};
@@ -53,11 +55,21 @@ impl Guest for OneCall {
 }
 
 fn whole(response: crate::Response) -> Wire {
-    Wire::Whole(Response {
+    let reuse = response.reuse;
+    let response = Response {
         status: response.status,
         headers: response.headers,
         body: response.body,
-    })
+    };
+    match reuse {
+        // An answer's body is far under 4 GiB (the door's memory).
+        Some(id) => Wire::Reusable(Reusable {
+            response,
+            id_at: id.at as u32,
+            id_len: id.len as u32,
+        }),
+        None => Wire::Whole(response),
+    }
 }
 
 impl framing::Guest for OneCall {

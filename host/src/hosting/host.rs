@@ -315,17 +315,15 @@ impl Host {
         }
     }
 
-    /// Prometheus text (OpenMetrics): each capsule's requests by method,
-    /// status and JSON-RPC code, their latency, instances in use, open
-    /// streams, tasks by state, swaps by outcome; the host's pool, compiles
-    /// and resident memory.
-    pub fn metrics(&self) -> String {
-        let mut registry = Registry::default();
-        self.metrics.register(&mut registry);
+    /// Registers what is read of each capsule when scraped: instances in
+    /// use, open streams, tasks by state, swaps and reused answers by
+    /// outcome. Answers how many capsules there are.
+    fn capsule_metrics(&self, registry: &mut Registry) -> usize {
         let instances = Family::<CapsuleLabel, Gauge>::default();
         let streams = Family::<CapsuleLabel, Gauge>::default();
         let tasks = Family::<TaskLabels, Gauge>::default();
-        let swaps = Family::<SwapLabels, Counter>::default();
+        let swaps = Family::<OutcomeLabels, Counter>::default();
+        let reuses = Family::<OutcomeLabels, Counter>::default();
         let capsules: Vec<(String, Arc<Capsule>)> = self.chosen(None).unwrap_or_default();
         for (name, capsule) in &capsules {
             let label = CapsuleLabel {
@@ -346,16 +344,21 @@ impl Host {
                 tasks.get_or_create(&labels).set(count as i64);
             }
             let counts = &server.doors.counts;
-            for (outcome, count) in [
-                ("swapped", &counts.swapped),
-                ("refused", &counts.refused),
-                ("rolled_back", &counts.rolled_back),
+            let reused = &server.doors.reuse_counts;
+            for (family, outcome, count) in [
+                (&swaps, "swapped", &counts.swapped),
+                (&swaps, "refused", &counts.refused),
+                (&swaps, "rolled_back", &counts.rolled_back),
+                (&reuses, "hit", &reused.hits),
+                (&reuses, "miss", &reused.misses),
+                (&reuses, "kept", &reused.kept),
+                (&reuses, "dropped", &reused.dropped),
             ] {
-                let labels = SwapLabels {
+                let labels = OutcomeLabels {
                     capsule: name.clone(),
                     outcome,
                 };
-                swaps
+                family
                     .get_or_create(&labels)
                     .inc_by(count.load(Ordering::Relaxed));
             }
@@ -380,7 +383,23 @@ impl Host {
             "Door swaps of a capsule, by outcome",
             swaps,
         );
+        registry.register(
+            "murmur_door_capsule_reused_answers",
+            "Answers a capsule's door declared reusable: looked up and sent again (hit), looked up and not found (miss), kept, dropped",
+            reuses,
+        );
 
+        capsules.len()
+    }
+
+    /// Prometheus text (OpenMetrics): each capsule's requests by method,
+    /// status and JSON-RPC code, their latency, instances in use, open
+    /// streams, tasks by state, swaps and reused answers by outcome; the
+    /// host's pool, compiles and resident memory.
+    pub fn metrics(&self) -> String {
+        let mut registry = Registry::default();
+        self.metrics.register(&mut registry);
+        let capsules = self.capsule_metrics(&mut registry);
         let gauge = |value: i64| {
             let gauge = Gauge::<i64>::default();
             gauge.set(value);
@@ -390,7 +409,7 @@ impl Host {
         registry.register(
             "murmur_door_capsules",
             "Capsules the host serves",
-            gauge(capsules.len() as i64),
+            gauge(capsules as i64),
         );
         registry.register(
             "murmur_door_pool_instances",
@@ -456,8 +475,9 @@ struct TaskLabels {
     state: String,
 }
 
+/// A capsule and how something of it ended: a swap, a reused answer.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct SwapLabels {
+struct OutcomeLabels {
     capsule: String,
     outcome: &'static str,
 }

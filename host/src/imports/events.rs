@@ -84,6 +84,7 @@ fn handle(reader: Resource<Reader>) -> Resource<Events> {
 
 impl Host for DoorCtxView<'_> {
     fn latest(&mut self) -> wasmtime::Result<u64> {
+        self.ctx.reads.other = true;
         Ok(self.ctx.session.tasks.events().latest())
     }
 
@@ -93,6 +94,7 @@ impl Host for DoorCtxView<'_> {
         task_id: String,
         after: Option<u64>,
     ) -> wasmtime::Result<Result<Resource<Events>, TaskError>> {
+        self.ctx.reads.other = true;
         let tasks = &self.ctx.session.tasks;
         let events = if self.ctx.started_by(&caller, &task_id) {
             Ok(tasks.events().task_reader(&task_id, after))
@@ -109,6 +111,7 @@ impl Host for DoorCtxView<'_> {
     }
 
     fn session_events(&mut self, after: Option<u64>) -> wasmtime::Result<Resource<Events>> {
+        self.ctx.reads.other = true;
         let reader = self
             .ctx
             .session

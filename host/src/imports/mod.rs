@@ -16,6 +16,8 @@ pub mod task_store;
 pub mod tokens;
 
 use std::sync::Arc;
+
+use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
@@ -48,6 +50,49 @@ pub struct DoorCtx {
     /// Writes of at most [`response_stream::CHUNK_BYTES`] a streamed body
     /// queues ahead of the socket.
     pub stream_chunks: usize,
+    /// The body the door read, kept for an answer it declares reusable.
+    pub body_read: Option<Bytes>,
+    /// The answer the door declared reusable, as sent.
+    pub declared: Option<Declared>,
+    /// What the door read that such an answer depends on.
+    pub reads: Reads,
+}
+
+/// A whole answer the door declared reusable (`murmur:door/answer`'s
+/// `reusable`), as the host sent it.
+#[derive(Clone, Debug)]
+pub struct Declared {
+    /// Its status and headers, as the door gave them.
+    pub status: u16,
+    /// Its header lines.
+    pub headers: Vec<(String, String)>,
+    /// Its whole body.
+    pub body: Bytes,
+    /// Where the request's JSON-RPC id sits in `body`: its first byte and
+    /// its length.
+    pub id_at: usize,
+    /// The id's length in bytes.
+    pub id_len: usize,
+}
+
+/// What a request's door read through its imports, for an answer it
+/// declares reusable: the versions it read at, what it read, and whether it
+/// called anything such an answer cannot stand for.
+#[derive(Debug, Default)]
+pub struct Reads {
+    /// The store's version (see [`crate::session::tasks::store::versions`])
+    /// before its first read of a task or a page.
+    pub tasks_since: Option<u64>,
+    /// The tasks `get` answered.
+    pub tasks: Vec<String>,
+    /// Whether it read a page of the listing, which any write changes.
+    pub listing: bool,
+    /// The tokens' version before its first `verify`.
+    pub tokens_since: Option<u64>,
+    /// It changed the session, waited on it, streamed, redeemed a handle,
+    /// asked whether the session closes, or was refused a task: its answer
+    /// is never reused.
+    pub other: bool,
 }
 
 impl DoorCtx {
@@ -62,6 +107,9 @@ impl DoorCtx {
             started: None,
             framer: None,
             stream_chunks: response_stream::QUEUE_BYTES / response_stream::CHUNK_BYTES,
+            body_read: None,
+            declared: None,
+            reads: Reads::default(),
         }
     }
 
@@ -75,11 +123,18 @@ impl DoorCtx {
     }
 
     /// Notes a change the door made, when `result` says it made one.
-    fn changing<T, E>(&self, result: Result<T, E>) -> Result<T, E> {
+    fn changing<T, E>(&mut self, result: Result<T, E>) -> Result<T, E> {
+        self.reads.other = true;
         if result.is_ok() {
             self.changed.store(true, Ordering::Relaxed);
         }
         result
+    }
+
+    /// The store's version, taken before the request's first read of it.
+    fn reading_tasks(&mut self) {
+        let versions = self.session.tasks.store().versions();
+        self.reads.tasks_since.get_or_insert_with(|| versions.now());
     }
 }
 

@@ -188,6 +188,7 @@ impl Host for DoorCtxView<'_> {
         offset: u64,
         length: u64,
     ) -> wasmtime::Result<()> {
+        self.ctx.reads.other = true;
         let head = self.ctx.head.take().ok_or_else(|| {
             wasmtime::Error::msg("the door sent a file with no request to answer")
         })?;
@@ -208,6 +209,7 @@ impl Host for DoorCtxView<'_> {
         status: u16,
         headers: Vec<(String, String)>,
     ) -> wasmtime::Result<Resource<OutputStream>> {
+        self.ctx.reads.other = true;
         let head = self.ctx.head.take().ok_or_else(|| {
             wasmtime::Error::msg("the door opened a response stream with no request to answer")
         })?;

@@ -29,17 +29,20 @@ impl Host for DoorCtxView<'_> {
     }
 
     fn closing(&mut self) -> bool {
+        self.ctx.reads.other = true;
         self.ctx.session.closing()
     }
 
     /// murmur.StopSession: every live task canceled, and what the session
     /// still runs.
     fn stop(&mut self) -> Result<StopReport, String> {
+        self.ctx.reads.other = true;
         self.ctx.changed.store(true, Ordering::Relaxed);
         self.ctx.session.tasks.stop()
     }
 
     fn awaits_delegation(&mut self, delegation_id: String) -> Result<(), CompletionRefusal> {
+        self.ctx.reads.other = true;
         self.ctx.session.tasks.awaits_delegation(&delegation_id)
     }
 

@@ -36,7 +36,14 @@ impl Host for DoorCtxView<'_> {
     }
 
     fn get(&mut self, caller: Caller, task_id: String) -> Result<Task, TaskError> {
-        self.ctx.session.tasks.get(&caller, &task_id)
+        self.ctx.reading_tasks();
+        let task = self.ctx.session.tasks.get(&caller, &task_id);
+        match &task {
+            Ok(_) => self.ctx.reads.tasks.push(task_id),
+            // A refusal may say something of existence: never reused.
+            Err(_) => self.ctx.reads.other = true,
+        }
+        task
     }
 
     fn cancel(&mut self, caller: Caller, task_id: String) -> Result<Task, TaskError> {
@@ -45,7 +52,11 @@ impl Host for DoorCtxView<'_> {
     }
 
     fn list(&mut self, caller: Caller, query: ListQuery) -> Result<Page, TaskError> {
-        self.ctx.session.tasks.list(&caller, &query)
+        self.ctx.reading_tasks();
+        self.ctx.reads.listing = true;
+        let page = self.ctx.session.tasks.list(&caller, &query);
+        self.ctx.reads.other |= page.is_err();
+        page
     }
 
     /// A pollable ready once the task settles; the request's table holds it.
@@ -54,6 +65,7 @@ impl Host for DoorCtxView<'_> {
         caller: Caller,
         task_id: String,
     ) -> Result<Resource<DynPollable>, TaskError> {
+        self.ctx.reads.other = true;
         let tasks = &self.ctx.session.tasks;
         let settled = if self.ctx.started_by(&caller, &task_id) {
             tasks.settled_started(&task_id)

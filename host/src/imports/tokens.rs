@@ -6,6 +6,11 @@ use crate::manifest::Scope;
 
 impl Host for DoorCtxView<'_> {
     fn verify(&mut self, token: String) -> Option<Grant> {
+        let tokens = &self.ctx.session.tokens;
+        self.ctx
+            .reads
+            .tokens_since
+            .get_or_insert_with(|| tokens.version());
         let grant = self.ctx.session.tokens.verify(&token)?;
         let scopes = grant
             .scopes
@@ -18,6 +23,7 @@ impl Host for DoorCtxView<'_> {
     }
 
     fn redeem_handle(&mut self, handle: String, audience: String) -> Option<Redeemed> {
+        self.ctx.reads.other = true;
         let session = &self.ctx.session;
         let redeemed = session
             .handles

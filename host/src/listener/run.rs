@@ -2,6 +2,7 @@
 //! (one call of `answer`, or `wasi:http` for an older door), and then the
 //! instance kept for its caller's next request or dropped.
 
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -24,6 +25,7 @@ use crate::sandbox::memory::MemoryLimit;
 use crate::sandbox::one_call;
 use crate::sandbox::request::RequestState;
 use crate::session::Session;
+use crate::versions::reuse::{self, Reuse};
 use crate::versions::swap::Serving;
 
 /// The head a door sends for its request, or the error code it answers.
@@ -49,6 +51,9 @@ pub struct Run {
     pub failure: Failed,
     pub idle: Arc<Idle>,
     pub session: Arc<Session>,
+    /// Who asks, as a reusable answer is kept for (see
+    /// [`crate::versions::reuse`]).
+    pub client: Option<IpAddr>,
 }
 
 impl Run {
@@ -70,6 +75,7 @@ impl Run {
             failure,
             idle,
             session,
+            client,
         } = self;
         let meter = store.data().cpu.clone();
         let door = async {
@@ -96,6 +102,7 @@ impl Run {
             match &instance.answers {
                 Some(answers) => {
                     one_call::answer(answers, &mut store, &parts, body, sender).await?;
+                    keep_declared(&serving.live().reuse, &mut store, &parts, client);
                 }
                 None => {
                     let request = Request::from_parts(parts, body);
@@ -130,6 +137,8 @@ impl Run {
                 Ok(())
             }
             Err(trap) => {
+                // A version that trapped keeps nothing it answered before.
+                serving.live().reuse.clear();
                 // Before the store (and with it the body's sender) drops.
                 let _ = failure.set(format!("{trap:#}"));
                 drop(store);
@@ -140,6 +149,30 @@ impl Run {
         held.release();
         drop(slot);
         answered
+    }
+}
+
+/// Keeps the answer the door just declared reusable for the request
+/// `parts` (with the body it read) made, when it changed nothing.
+fn keep_declared(
+    reuse: &Reuse,
+    store: &mut Store<RequestState>,
+    parts: &hyper::http::request::Parts,
+    client: Option<IpAddr>,
+) {
+    let door = &mut store.data_mut().door;
+    let Some(declared) = door.declared.take() else {
+        return;
+    };
+    if door.changed.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let request = door
+        .body_read
+        .as_ref()
+        .and_then(|body| reuse::Request::of(parts, client, body));
+    if let Some(request) = request {
+        reuse.keep(request, &declared, &door.reads);
     }
 }
 

@@ -3,6 +3,7 @@
 //! were fresh (see [`crate::sandbox::idle`]).
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper::http::request::Parts;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
@@ -22,6 +24,7 @@ use wasmtime::Store;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::imports::request_body::BoxedBody;
+use crate::imports::response_stream;
 use crate::listener::admission::{self, Admission, Caller, Slot};
 use crate::listener::answer::{Answer, Failed, OpenStream, Probe};
 use crate::listener::body::{BodyBudget, BodyLimits, RequestBody, Tally};
@@ -39,6 +42,7 @@ use crate::sandbox::request::{self, Limits, RequestState, Stores};
 use crate::session::Session;
 use crate::versions::card_cache;
 use crate::versions::control::{self, ControlToken};
+use crate::versions::reuse;
 use crate::versions::swap::{self, Doors, Live, Serving};
 
 /// The largest request body the host reads (`--max-body-bytes`): every
@@ -102,6 +106,9 @@ pub struct HttpLimits {
     /// How long a closing door waits for the requests in flight once it
     /// has stopped accepting connections (`--drain-ms`).
     pub drain: Duration,
+    /// Bytes of reusable answers each door version keeps (`--reuse-bytes`,
+    /// see [`crate::versions::reuse`]).
+    pub reuse_bytes: usize,
 }
 
 impl Default for HttpLimits {
@@ -121,6 +128,7 @@ impl Default for HttpLimits {
             instance_wait: admission::INSTANCE_WAIT,
             max_door_memory_bytes: memory::MAX_DOOR_MEMORY_BYTES,
             drain: DRAIN,
+            reuse_bytes: reuse::REUSE_BYTES,
         }
     }
 }
@@ -345,6 +353,7 @@ impl Server {
     /// Each request's body, head and head's time limited to `http`.
     pub fn with_http_limits(mut self, http: HttpLimits) -> Server {
         self.http = http;
+        self.doors = self.doors.with_reuse_bytes(http.reuse_bytes);
         self.shared = Shared::new(&http);
         self.stores.memory = self.shared.memory.clone();
         self.admission = own_admission(&http);
@@ -521,18 +530,10 @@ impl Server {
         mut busy: Busy,
     ) -> Response<HyperOutgoingBody> {
         let started = tokio::time::Instant::now();
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let control = self.control.as_ref();
         if let Some(token) = control.filter(|_| control::is_control(parts.uri.path())) {
-            let response = control::answer(&self.doors, &self.stores, token, parts, body).await;
-            // The request's span names its method and path.
-            tracing::debug!(
-                status = response.status().as_u16(),
-                micros = started.elapsed().as_micros() as u64,
-                "control request"
-            );
-            let probe = self.probe(|| "control", response.status().as_u16(), started);
-            return response.map(|body| Answer::host(body).busy(busy, probe));
+            return self.answer_control(token, parts, body, busy, started).await;
         }
         // A client that spent its budget of failed redeems waits, before
         // any door runs.
@@ -582,10 +583,31 @@ impl Server {
             budget: self.shared.bodies.clone(),
         };
         let (body, tally) = RequestBody::new(body, limits, started);
-        let request = Request::from_parts(parts, body);
-        let response = self
-            .admitted(request, caller, serving, owner, cache, &tally)
-            .await;
+        let client = self.client(address);
+        let length = parts
+            .headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|length| length.to_str().ok()?.parse::<usize>().ok());
+        let reused = match self
+            .repeat(&mut parts, length, body, client, &serving)
+            .await
+        {
+            Repeat::Answered(response) => Ok(response),
+            Repeat::Unread => Err(None),
+            Repeat::Run(body) => Err(Some(body)),
+        };
+        let was_reused = reused.is_ok();
+        let response = match reused {
+            Ok(response) => response.map(Answer::host),
+            Err(None) => Failure::Guest("the request body could not be read".into(), None)
+                .response(&tally)
+                .map(Answer::host),
+            Err(Some(body)) => {
+                let request = Request::from_parts(parts, body);
+                let run = (serving, owner, client);
+                self.admitted(request, caller, run, cache, &tally).await
+            }
+        };
         let stream = is_event_stream(&response).then(|| {
             busy.streaming();
             OpenStream::new(&self.streams)
@@ -600,6 +622,7 @@ impl Server {
         tracing::debug!(
             status = response.status().as_u16(),
             micros = started.elapsed().as_micros() as u64,
+            reused = was_reused,
             "request"
         );
         let status = response.status().as_u16();
@@ -627,15 +650,34 @@ impl Server {
         })
     }
 
+    /// The control surface's answer (see [`control`]).
+    async fn answer_control(
+        &self,
+        token: &ControlToken,
+        parts: Parts,
+        body: Incoming,
+        busy: Busy,
+        started: tokio::time::Instant,
+    ) -> Response<HyperOutgoingBody> {
+        let response = control::answer(&self.doors, &self.stores, token, parts, body).await;
+        // The request's span names its method and path.
+        tracing::debug!(
+            status = response.status().as_u16(),
+            micros = started.elapsed().as_micros() as u64,
+            "control request"
+        );
+        let probe = self.probe(|| "control", response.status().as_u16(), started);
+        response.map(|body| Answer::host(body).busy(busy, probe))
+    }
+
     /// The door's answer to a request, once admitted to an instance, or
     /// the host's when it is refused one or the door fails. A card the door
     /// answered is kept for the requests after it (`cache`).
     async fn admitted(
         &self,
-        request: Request<RequestBody>,
+        request: Request<BoxedBody>,
         caller: Caller,
-        serving: Serving,
-        owner: Owner,
+        (serving, owner, client): (Serving, Owner, Option<IpAddr>),
         cache: Option<Arc<Live>>,
         tally: &Tally,
     ) -> Response<Answer> {
@@ -643,7 +685,8 @@ impl Server {
             Ok(slot) => slot,
             Err(refused) => return Failure::Refused(refused).response(tally).map(Answer::host),
         };
-        match self.run(serving, owner, request, slot, tally.clone()).await {
+        let run = self.run(serving, owner, client, request, slot, tally.clone());
+        match run.await {
             Ok(response) => match cache {
                 Some(live) => match live.card.keep(response).await {
                     Ok(kept) => kept.map(Answer::whole),
@@ -666,8 +709,9 @@ impl Server {
     /// listener's limits (benchmarks, embedders). Its caller is its
     /// `Authorization` from an unspecified address.
     pub async fn respond(&self, request: Request<Bytes>) -> Response<HyperOutgoingBody> {
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let tally = Tally::of(&body);
+        let length = Some(body.len());
         let body = Full::new(body).map_err(|never| -> wasmtime_wasi_http::Error { match never {} });
         let serving = self.doors.serving();
         let owner = Owner::new(
@@ -676,11 +720,79 @@ impl Server {
             parts.headers.get(hyper::header::AUTHORIZATION),
             std::net::Ipv4Addr::UNSPECIFIED.into(),
         );
+        let client = self.client(std::net::Ipv4Addr::UNSPECIFIED.into());
+        let body = match self
+            .repeat(&mut parts, length, body, client, &serving)
+            .await
+        {
+            Repeat::Answered(response) => return response,
+            Repeat::Unread => {
+                let failure = Failure::Guest("the request body could not be read".into(), None);
+                return failure.response(&tally);
+            }
+            Repeat::Run(body) => body,
+        };
         let request = Request::from_parts(parts, body);
         let slot = Slot::unlimited();
-        match self.run(serving, owner, request, slot, tally.clone()).await {
+        match self
+            .run(serving, owner, client, request, slot, tally.clone())
+            .await
+        {
             Ok(response) => response.map(BodyExt::boxed_unsync),
             Err(failure) => failure.response(&tally),
+        }
+    }
+
+    /// Who asks, as a reusable answer is kept for: on a public door, the
+    /// client's address; on an authenticated one, its `Authorization` line
+    /// says (see [`crate::versions::reuse`]).
+    fn client(&self, address: IpAddr) -> Option<IpAddr> {
+        (!self.stores.session.capsule.authenticated).then_some(address)
+    }
+
+    /// The answer `serving`'s version keeps for a repeat of this request,
+    /// or the body to run the door on: read whole first when the request
+    /// may be a repeat (a small POST, while the version keeps answers).
+    async fn repeat<B>(
+        &self,
+        parts: &mut Parts,
+        length: Option<usize>,
+        body: B,
+        client: Option<IpAddr>,
+        serving: &Serving,
+    ) -> Repeat
+    where
+        B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
+    {
+        let reuse = &serving.live().reuse;
+        let small = length.is_some_and(|length| length <= reuse::MAX_BODY);
+        if parts.method != hyper::Method::POST || !small || !reuse.keeps_any() {
+            return Repeat::Run(body.boxed_unsync());
+        }
+        let Ok(bytes) = body.collect().await.map(|whole| whole.to_bytes()) else {
+            return Repeat::Unread;
+        };
+        // Kept under the head the door was asked with.
+        self.address(parts);
+        let kept = reuse::Request::of(parts, client, &bytes)
+            .and_then(|request| reuse.answer(&request, &self.stores.session));
+        match kept {
+            Some(kept) => {
+                let length = kept.body.len();
+                let body = Full::new(kept.body)
+                    .map_err(|never| match never {})
+                    .boxed_unsync();
+                match response_stream::response(kept.status, kept.headers, Some(length), body) {
+                    Ok(response) => Repeat::Answered(response),
+                    // The door sent these head lines once already.
+                    Err(_) => Repeat::Unread,
+                }
+            }
+            None => Repeat::Run(
+                Full::new(bytes)
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            ),
         }
     }
 
@@ -690,6 +802,7 @@ impl Server {
         &self,
         serving: Serving,
         owner: Owner,
+        client: Option<IpAddr>,
         request: Request<B>,
         slot: Slot,
         tally: Tally,
@@ -730,6 +843,7 @@ impl Server {
             failure: failed.clone(),
             idle: self.shared.idle.clone(),
             session: self.stores.session.clone(),
+            client,
         };
         // The door runs on the request's task until it answers (see
         // `DoorRun`); one still running then goes on in a task of its own, so
@@ -762,14 +876,20 @@ impl Server {
         Ok(response.map(Answer::host))
     }
 
-    /// The request's head, with an authority `wasi:http` can read, and its
-    /// body boxed: a request without a usable Host (HTTP/1.0, a malformed
-    /// value) reaches the door as sent to this listener.
-    fn addressed<B>(&self, request: Request<B>) -> (hyper::http::request::Parts, BoxedBody)
+    /// The request's head, with an authority `wasi:http` can read (see
+    /// [`Server::address`]), and its body boxed.
+    fn addressed<B>(&self, request: Request<B>) -> (Parts, BoxedBody)
     where
         B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
     {
         let (mut parts, body) = request.into_parts();
+        self.address(&mut parts);
+        (parts, body.boxed_unsync())
+    }
+
+    /// A request without a usable Host (HTTP/1.0, a malformed value)
+    /// reaches the door as sent to this listener.
+    fn address(&self, parts: &mut Parts) {
         let host_usable = parts
             .headers
             .get(hyper::header::HOST)
@@ -779,7 +899,6 @@ impl Server {
                 .headers
                 .insert(hyper::header::HOST, self.listener_authority.clone());
         }
-        (parts, body.boxed_unsync())
     }
 
     /// A store for `owner`'s request on the door version `serving` holds:
@@ -824,6 +943,16 @@ impl Server {
         store.data_mut().door.framer = serving.live().framer(&self.stores);
         (store, instance, uses)
     }
+}
+
+/// A request's answer kept by its door version, or what runs the door.
+enum Repeat {
+    /// A repeat of an answer the version keeps, answered again.
+    Answered(Response<HyperOutgoingBody>),
+    /// The body to run the door on.
+    Run(BoxedBody),
+    /// The body could not be read whole (too large, too slow, cut).
+    Unread,
 }
 
 /// How long a connection closed with its last body unread keeps

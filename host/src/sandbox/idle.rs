@@ -338,10 +338,15 @@ mod tests {
         let runtime = runtime();
         let session = session();
         let door = door();
-        let kept_server = Server::new(door.clone(), session.clone());
+        // Every request on an instance: no answer kept (`--reuse-bytes 0`).
+        let no_reuse = HttpLimits {
+            reuse_bytes: 0,
+            ..HttpLimits::default()
+        };
+        let kept_server = Server::new(door.clone(), session.clone()).with_http_limits(no_reuse);
         let fresh = Server::new(door, session).with_http_limits(HttpLimits {
             idle_instances: 0,
-            ..HttpLimits::default()
+            ..no_reuse
         });
         let requests = || {
             let card = hyper::Request::get("/.well-known/agent-card.json")

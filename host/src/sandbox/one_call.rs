@@ -15,6 +15,7 @@ use wasmtime::Store;
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 
 use crate::bindings::answers::{Answers, FieldLine, Reply, RequestHead};
+use crate::imports::Declared;
 use crate::imports::request_body::BoxedBody;
 use crate::imports::response_stream::{self, HeadSender};
 use crate::sandbox::request::RequestState;
@@ -47,36 +48,49 @@ pub async fn answer(
     // Nothing of the request is kept past the call.
     door.body = None;
     let head = door.head.take();
-    match (reply?, head) {
-        (Reply::Whole(response), Some(head)) => {
-            let length = match parts.method == hyper::Method::HEAD && response.body.is_empty() {
-                // A HEAD's answer names the length its GET's body would
-                // have, and has none.
-                true => declared_length(&response.headers).unwrap_or(0),
-                false => response.body.len(),
-            };
-            let body = Full::new(Bytes::from(response.body))
-                .map_err(|never| match never {})
-                .boxed_unsync();
-            let response =
-                response_stream::response(response.status, response.headers, Some(length), body)?;
-            let _ = head.send(Ok(response));
-            Ok(())
-        }
+    let (response, reuse, head) = match (reply?, head) {
+        (Reply::Whole(response), Some(head)) => (response, None, head),
+        (Reply::Reusable(r), Some(head)) => (r.response, Some((r.id_at, r.id_len)), head),
         (Reply::Unread, Some(head)) => {
             let _ = head.send(Err(ErrorCode::InternalError(Some(
                 "the request body could not be read whole".into(),
             ))));
-            Ok(())
+            return Ok(());
         }
-        (Reply::Streamed, None) => Ok(()),
-        (Reply::Streamed, Some(_)) => Err(wasmtime::Error::msg(
-            "the door answered a stream it never opened",
-        )),
-        (Reply::Whole(_) | Reply::Unread, None) => Err(wasmtime::Error::msg(
-            "the door answered whole after opening a stream",
-        )),
-    }
+        (Reply::Streamed, None) => return Ok(()),
+        (Reply::Streamed, Some(_)) => {
+            return Err(wasmtime::Error::msg(
+                "the door answered a stream it never opened",
+            ));
+        }
+        (Reply::Whole(_) | Reply::Reusable(_) | Reply::Unread, None) => {
+            return Err(wasmtime::Error::msg(
+                "the door answered whole after opening a stream",
+            ));
+        }
+    };
+    let body = Bytes::from(response.body);
+    let declared = reuse.map(|(id_at, id_len)| Declared {
+        status: response.status,
+        headers: response.headers.clone(),
+        body: body.clone(),
+        id_at: id_at as usize,
+        id_len: id_len as usize,
+    });
+    let length = match parts.method == hyper::Method::HEAD && body.is_empty() {
+        // A HEAD's answer names the length its GET's body would have, and
+        // has none.
+        true => declared_length(&response.headers).unwrap_or(0),
+        false => body.len(),
+    };
+    let body = Full::new(body)
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let response =
+        response_stream::response(response.status, response.headers, Some(length), body)?;
+    store.data_mut().door.declared = declared;
+    let _ = head.send(Ok(response));
+    Ok(())
 }
 
 /// The `content-length` an answer's headers name, if one does.

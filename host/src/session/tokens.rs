@@ -44,6 +44,9 @@ pub struct Tokens {
     minted: Vec<Minted>,
     /// Formation members' tokens, by caller; at most [`MAX_MEMBERS`].
     members: std::sync::RwLock<Vec<Minted>>,
+    /// Moves on with each member token minted or revoked: an answer that
+    /// verified a token holds while it has not moved.
+    version: std::sync::atomic::AtomicU64,
 }
 
 /// Member tokens a session holds at once.
@@ -97,6 +100,7 @@ impl Tokens {
         Ok(Tokens {
             minted,
             members: Default::default(),
+            version: Default::default(),
         })
     }
 
@@ -126,6 +130,7 @@ impl Tokens {
             },
             token: token.clone(),
         });
+        self.moved();
         Ok(token)
     }
 
@@ -134,7 +139,20 @@ impl Tokens {
         let mut members = self.members.write().unwrap_or_else(|e| e.into_inner());
         let before = members.len();
         members.retain(|m| !m.is_member(caller));
+        self.moved();
         members.len() < before
+    }
+
+    /// The version of the tokens `verify` finds: read before a `verify`, it
+    /// is one the answer is at least as new as.
+    pub fn version(&self) -> u64 {
+        self.version.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// After a change to the members, under their lock.
+    fn moved(&self) {
+        self.version
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     /// The members holding a token, and their scopes, in minting order.

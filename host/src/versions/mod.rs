@@ -1,6 +1,8 @@
 //! Versions of the door: the live one and the one before it, the card each
-//! answered, and the operator's control surface that swaps them.
+//! answered and the answers it declared reusable, and the operator's
+//! control surface that swaps them.
 
 pub mod card_cache;
 pub mod control;
+pub mod reuse;
 pub mod swap;

@@ -19,6 +19,7 @@ use crate::sandbox::framing::Framer;
 use crate::sandbox::request::Stores;
 use crate::session::tasks;
 use crate::versions::card_cache::CardCache;
+use crate::versions::reuse::{REUSE_BYTES, Reuse, ReuseCounts};
 
 /// Where a door's component came from: `embedded`, a file's path, or
 /// `upload` (bytes sent to the control surface).
@@ -80,6 +81,8 @@ pub struct Live {
     in_flight: AtomicU64,
     /// Its answer to a plain GET of the card, once it has given one.
     pub card: CardCache,
+    /// The answers it declared reusable, while what they read holds.
+    pub reuse: Reuse,
     /// What frames events for its streams, once one asked.
     framer: std::sync::OnceLock<Option<Arc<Framer>>>,
 }
@@ -165,6 +168,10 @@ pub struct Doors {
     max_component_bytes: usize,
     /// Swaps made, refused after compiling (the trial failed), rollbacks.
     pub counts: Arc<SwapCounts>,
+    /// Bytes of reusable answers each version keeps (`--reuse-bytes`).
+    reuse_bytes: usize,
+    /// How answers were reused, across versions.
+    pub reuse_counts: Arc<ReuseCounts>,
 }
 
 /// How a door's versions changed since launch.
@@ -186,6 +193,7 @@ struct Slots {
 impl Doors {
     /// `door` live as version 1.
     pub fn new(door: Door, source: Source) -> Doors {
+        let reuse_counts = Arc::<ReuseCounts>::default();
         Doors {
             live: ArcSwap::from_pointee(Live {
                 door,
@@ -194,6 +202,7 @@ impl Doors {
                 loaded_at_ms: tasks::now_ms(),
                 in_flight: AtomicU64::new(0),
                 card: CardCache::default(),
+                reuse: Reuse::new(REUSE_BYTES, reuse_counts.clone()),
                 framer: std::sync::OnceLock::new(),
             }),
             slots: Mutex::new(Slots {
@@ -204,27 +213,42 @@ impl Doors {
             component_file: None,
             max_component_bytes: MAX_COMPONENT_BYTES,
             counts: Arc::default(),
+            reuse_bytes: REUSE_BYTES,
+            reuse_counts,
         }
     }
 
     /// The live door was loaded from `file`, which SIGHUP reloads.
     pub fn with_component_file(self, file: PathBuf) -> Doors {
         let door = self.live().door.clone();
-        Doors {
-            max_component_bytes: self.max_component_bytes,
-            component_file: Some(file.clone()),
-            ..Doors::new(door, file.display().to_string())
-        }
+        Doors::new(door, file.display().to_string())
+            .with_max_component_bytes(self.max_component_bytes)
+            .with_reuse_bytes(self.reuse_bytes)
+            .with_file(file)
+    }
+
+    fn with_file(mut self, file: PathBuf) -> Doors {
+        self.component_file = Some(file);
+        self
     }
 
     /// The live door came from `source`.
     pub fn with_source(self, source: Source) -> Doors {
         let door = self.live().door.clone();
+        let doors = Doors::new(door, source)
+            .with_max_component_bytes(self.max_component_bytes)
+            .with_reuse_bytes(self.reuse_bytes);
         Doors {
-            max_component_bytes: self.max_component_bytes,
             component_file: self.component_file,
-            ..Doors::new(door, source)
+            ..doors
         }
+    }
+
+    /// Each version keeps at most `max` bytes of reusable answers (0: none).
+    pub fn with_reuse_bytes(mut self, max: usize) -> Doors {
+        self.reuse_bytes = max;
+        self.live().reuse.set_max_bytes(max);
+        self
     }
 
     /// A component to swap in is at most `max` bytes.
@@ -332,10 +356,12 @@ impl Doors {
             loaded_at_ms: tasks::now_ms(),
             in_flight: AtomicU64::new(0),
             card: CardCache::default(),
+            reuse: Reuse::new(self.reuse_bytes, self.reuse_counts.clone()),
             framer: std::sync::OnceLock::new(),
         });
         slots.next_version += 1;
         let old = self.live.swap(new.clone());
+        old.reuse.clear();
         slots.previous = Some(old.clone());
         Swapped { old, new }
     }
@@ -347,6 +373,9 @@ impl Doors {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let new = slots.previous.take()?;
         let old = self.live.swap(new.clone());
+        // What either version kept was answered before the rollback.
+        old.reuse.clear();
+        new.reuse.clear();
         slots.previous = Some(old.clone());
         drop(slots);
         self.counts.rolled_back.fetch_add(1, Ordering::Relaxed);

@@ -33,6 +33,7 @@ mod open;
 mod queries;
 mod readers;
 mod schema;
+pub mod versions;
 mod visibility;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -140,6 +141,9 @@ pub struct Store {
     restarted: Mutex<Vec<Restarted>>,
     /// Transactions committed by [`Store::batch`] since the store opened.
     commits: AtomicU64,
+    /// What each committed write to a task changed, for answers reused
+    /// while they hold.
+    versions: versions::Versions,
     /// Copies the log into the file off the request path (a file's store).
     /// Before the lock: its connection closes before the directory is let go.
     checkpoints: Option<checkpoint::Checkpoints>,
@@ -183,8 +187,14 @@ impl Store {
         std::mem::take(&mut self.restarted.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// After a commit on `writer` (see [`checkpoint`]).
-    fn committed(&self, writer: &Connection) {
+    /// The version of what the store answers (see [`versions`]).
+    pub fn versions(&self) -> &versions::Versions {
+        &self.versions
+    }
+
+    /// After a commit on `writer` (see [`checkpoint`]) that changed `tasks`.
+    fn committed(&self, writer: &Connection, tasks: Vec<String>) {
+        self.versions.committed(tasks);
         if let Some(checkpoints) = &self.checkpoints {
             checkpoints.committed(writer);
         }

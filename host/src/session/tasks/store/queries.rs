@@ -53,6 +53,8 @@ pub struct Batch<'a> {
     written: bool,
     /// The transaction was lost: the batch commits nothing.
     broken: bool,
+    /// The tasks its writes changed.
+    changed: Vec<String>,
 }
 
 impl Batch<'_> {
@@ -65,7 +67,9 @@ impl Batch<'_> {
         now_ms: i64,
         events: u64,
     ) -> rusqlite::Result<(Task, Range<u64>)> {
-        self.write(|batch| batch.insert_ended_now(record, ended, now_ms, events))
+        let written = self.write(|batch| batch.insert_ended_now(record, ended, now_ms, events))?;
+        self.changed.push(record.id.clone());
+        Ok(written)
     }
 
     /// Runs one write so that a failure undoes it and leaves the batch's
@@ -246,14 +250,16 @@ impl Store {
             last_event: inner.last_event,
             written: false,
             broken: false,
+            changed: Vec::new(),
         };
         let out = writes(&mut batch);
         if batch.broken {
             return Err(rolled_back());
         }
         let (last_change, last_event) = (batch.last_change, batch.last_event);
+        let changed = std::mem::take(&mut batch.changed);
         tx.commit()?;
-        self.committed(&inner.conn);
+        self.committed(&inner.conn, changed);
         self.commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         inner.last_change = last_change;
@@ -303,7 +309,7 @@ impl Store {
         };
         let ids = inner.number(&tx, events)?;
         tx.commit()?;
-        self.committed(&inner.conn);
+        self.committed(&inner.conn, vec![id.to_string()]);
         inner.last_change = change;
         inner.last_event = ids.end - 1;
         let task = Task {
@@ -406,7 +412,7 @@ impl Store {
             .execute(params![message, id])?;
         let ids = inner.number(&tx, events)?;
         tx.commit()?;
-        self.committed(&inner.conn);
+        self.committed(&inner.conn, vec![id.to_string()]);
         inner.last_event = ids.end - 1;
         Ok(ids)
     }

@@ -1,0 +1,415 @@
+//! Answers a door version declared reusable (`murmur:door/answer`'s
+//! `reusable`: a GetTask or ListTasks result), kept and sent again without
+//! an instance while what they depend on holds (`--reuse-bytes`).
+//!
+//! An answer is kept under its request: the method, the path and every
+//! header line as sent (`content-length` aside, which the body fixes), the
+//! client's address on a public door (on an authenticated one, its
+//! `Authorization` line says who is asking), and the body with its JSON-RPC
+//! id cut out. A repeat is sent the same bytes with its own id in place
+//! while
+//! - no write to the store since the door read it changed a task it read,
+//!   nor any task, for a page of the listing
+//!   ([`crate::session::tasks::store::versions`]);
+//! - no member token was minted or revoked since it verified a token;
+//! - the session is not closing;
+//! - its door version is live: each version keeps its own answers, and a
+//!   swap, a rollback or a trap of the version drops them.
+//!
+//! The host never guesses what an answer depends on: it keeps only what the
+//! door declared, and only when the door did nothing beside reading a task,
+//! a page and a token (no write, no wait, no stream, no refusal of a task,
+//! no question of whether the session closes). Only a request whose body is
+//! whole in at most [`MAX_BODY`] bytes, a JSON object with a valid id (a
+//! string or an integer), is kept or looked up.
+//!
+//! What it costs: at most `--reuse-bytes` per capsule ([`REUSE_BYTES`]),
+//! counting each answer's request key, head and body; the oldest answer
+//! kept goes first. A request that finds nothing costs a hash of its head
+//! and body; the host reads a body before the door only while the live
+//! version keeps answers, and a door then reads it from the host's copy.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use hyper::http::request::Parts;
+use serde_json::value::RawValue;
+
+use crate::imports::{Declared, Reads};
+use crate::session::Session;
+
+/// Bytes of answers a door version keeps, by default (`--reuse-bytes`).
+pub const REUSE_BYTES: usize = 4 << 20;
+/// The largest request body kept or looked up: a GetTask or ListTasks is a
+/// few hundred bytes.
+pub const MAX_BODY: usize = 4 << 10;
+/// Bytes an answer is counted for beyond its key, head and body.
+const ENTRY_BYTES: usize = 128;
+
+/// How answers were reused, across a door's versions.
+#[derive(Debug, Default)]
+pub struct ReuseCounts {
+    /// Requests answered with a kept answer.
+    pub hits: AtomicU64,
+    /// Requests looked up and not found.
+    pub misses: AtomicU64,
+    /// Answers kept.
+    pub kept: AtomicU64,
+    /// Answers dropped: what they read changed, their version was swapped
+    /// out or trapped, the session closed, or room was needed.
+    pub dropped: AtomicU64,
+}
+
+/// One door version's kept answers.
+#[derive(Debug)]
+pub struct Reuse {
+    max_bytes: AtomicUsize,
+    memo: Mutex<Memo>,
+    counts: Arc<ReuseCounts>,
+}
+
+#[derive(Debug, Default)]
+struct Memo {
+    entries: HashMap<Arc<[u8]>, Entry>,
+    /// Keys oldest first, with the generation they were kept at: a key
+    /// kept again, or dropped, leaves a stale pair that eviction skips.
+    order: VecDeque<(Arc<[u8]>, u64)>,
+    bytes: usize,
+    generation: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    status: u16,
+    headers: Vec<(String, String)>,
+    /// The body before and after the id.
+    before: Bytes,
+    after: Bytes,
+    /// The store's version it is known to hold at.
+    since: u64,
+    tasks: Vec<String>,
+    listing: bool,
+    /// The tokens' version when it verified one.
+    tokens: Option<u64>,
+    bytes: usize,
+    generation: u64,
+}
+
+/// A request as the kept answers know it.
+#[derive(Debug, PartialEq)]
+pub struct Request {
+    key: Vec<u8>,
+    /// Its JSON-RPC id, as the door writes it.
+    id: Vec<u8>,
+}
+
+impl Request {
+    /// `parts` and `body` from `client` (None on an authenticated door),
+    /// or None when such a request is never reused: a body past
+    /// [`MAX_BODY`], not a JSON object, or without a valid id.
+    pub fn of(parts: &Parts, client: Option<IpAddr>, body: &[u8]) -> Option<Request> {
+        if body.len() > MAX_BODY {
+            return None;
+        }
+        let (at, len, id) = id_of(body)?;
+        let mut key = Vec::with_capacity(256 + body.len());
+        key.extend_from_slice(parts.method.as_str().as_bytes());
+        key.push(0);
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        key.extend_from_slice(path.as_bytes());
+        key.push(0);
+        for (name, value) in &parts.headers {
+            if name == hyper::header::CONTENT_LENGTH {
+                continue;
+            }
+            key.extend_from_slice(name.as_str().as_bytes());
+            key.push(0);
+            key.extend_from_slice(value.as_bytes());
+            key.push(0);
+        }
+        key.push(0xff);
+        if let Some(client) = client {
+            key.extend_from_slice(client.to_string().as_bytes());
+        }
+        key.push(0xff);
+        key.extend_from_slice(&(at as u64).to_le_bytes());
+        key.extend_from_slice(&body[..at]);
+        key.extend_from_slice(&body[at + len..]);
+        Some(Request { key, id })
+    }
+}
+
+/// Where a JSON-RPC request's id is in `body` (its first byte and length,
+/// as sent) and the id as the door writes it, when the body is a JSON
+/// object whose `id` is a string or an integer. The object's last `id`
+/// counts, as the door reads it.
+fn id_of(body: &[u8]) -> Option<(usize, usize, Vec<u8>)> {
+    let members: HashMap<String, &RawValue> = serde_json::from_slice(body).ok()?;
+    let raw = members.get("id")?.get();
+    let at = (raw.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+    let id: serde_json::Value = serde_json::from_str(raw).ok()?;
+    let valid = match &id {
+        serde_json::Value::String(_) => true,
+        serde_json::Value::Number(n) => n.is_i64() || n.is_u64(),
+        _ => false,
+    };
+    if !valid || at + raw.len() > body.len() {
+        return None;
+    }
+    Some((at, raw.len(), serde_json::to_vec(&id).ok()?))
+}
+
+/// A kept answer, as sent again.
+pub struct Reused {
+    /// Its status.
+    pub status: u16,
+    /// Its header lines.
+    pub headers: Vec<(String, String)>,
+    /// Its body, with the repeat's id.
+    pub body: Bytes,
+}
+
+impl Reuse {
+    /// Keeps at most `max_bytes` of answers, counted in `counts`.
+    pub fn new(max_bytes: usize, counts: Arc<ReuseCounts>) -> Reuse {
+        Reuse {
+            max_bytes: AtomicUsize::new(max_bytes),
+            memo: Mutex::default(),
+            counts,
+        }
+    }
+
+    /// Keeps at most `max_bytes` from now on (0: none).
+    pub fn set_max_bytes(&self, max_bytes: usize) {
+        self.max_bytes.store(max_bytes, Ordering::Relaxed);
+        let mut memo = self.lock();
+        self.evict(&mut memo, 0);
+    }
+
+    /// Whether any answer is kept: only then does a request's body need
+    /// reading before the door.
+    pub fn keeps_any(&self) -> bool {
+        !self.lock().entries.is_empty()
+    }
+
+    /// The answer kept for `request`, with its id, if it still holds.
+    pub fn answer(&self, request: &Request, session: &Session) -> Option<Reused> {
+        let mut memo = self.lock();
+        let Some(entry) = memo.entries.get_mut(request.key.as_slice()) else {
+            self.counts.misses.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        if session.tasks.closing() {
+            drop(memo);
+            self.clear();
+            self.counts.misses.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let tokens_hold = entry
+            .tokens
+            .is_none_or(|since| since == session.tokens.version());
+        let versions = session.tasks.store().versions();
+        match versions
+            .unchanged(entry.since, &entry.tasks, entry.listing)
+            .filter(|_| tokens_hold)
+        {
+            Some(now) => entry.since = now,
+            None => {
+                let bytes = entry.bytes;
+                memo.entries.remove(request.key.as_slice());
+                memo.bytes -= bytes;
+                self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+                self.counts.misses.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+        }
+        let mut body =
+            BytesMut::with_capacity(entry.before.len() + request.id.len() + entry.after.len());
+        body.put_slice(&entry.before);
+        body.put_slice(&request.id);
+        body.put_slice(&entry.after);
+        // The id's length may differ from the one the door wrote.
+        let length = body.len().to_string();
+        let headers = entry
+            .headers
+            .iter()
+            .map(
+                |(name, value)| match name.eq_ignore_ascii_case("content-length") {
+                    true => (name.clone(), length.clone()),
+                    false => (name.clone(), value.clone()),
+                },
+            )
+            .collect();
+        self.counts.hits.fetch_add(1, Ordering::Relaxed);
+        Some(Reused {
+            status: entry.status,
+            headers,
+            body: body.freeze(),
+        })
+    }
+
+    /// Keeps `declared`, the answer to `request`, when the door's `reads`
+    /// let it stand for a repeat and the id it names is the request's:
+    /// whether it was kept.
+    pub fn keep(&self, request: Request, declared: &Declared, reads: &Reads) -> bool {
+        let id = declared
+            .body
+            .get(declared.id_at..declared.id_at.saturating_add(declared.id_len));
+        let store_read = !reads.tasks.is_empty() || reads.listing;
+        if reads.other
+            || declared.status != 200
+            || id != Some(request.id.as_slice())
+            || store_read && reads.tasks_since.is_none()
+        {
+            return false;
+        }
+        let head: usize = declared
+            .headers
+            .iter()
+            .map(|(name, value)| name.len() + value.len())
+            .sum();
+        let bytes = ENTRY_BYTES + request.key.len() + head + declared.body.len();
+        let max = self.max_bytes.load(Ordering::Relaxed);
+        if bytes > max / 8 {
+            return false;
+        }
+        let mut memo = self.lock();
+        memo.generation += 1;
+        let generation = memo.generation;
+        let entry = Entry {
+            status: declared.status,
+            headers: declared.headers.clone(),
+            before: declared.body.slice(..declared.id_at),
+            after: declared.body.slice(declared.id_at + declared.id_len..),
+            since: reads.tasks_since.unwrap_or(0),
+            tasks: reads.tasks.clone(),
+            listing: reads.listing,
+            tokens: reads.tokens_since,
+            bytes,
+            generation,
+        };
+        let key: Arc<[u8]> = request.key.into();
+        if let Some(old) = memo.entries.insert(key.clone(), entry) {
+            memo.bytes -= old.bytes;
+        }
+        memo.bytes += bytes;
+        memo.order.push_back((key, generation));
+        self.evict(&mut memo, 0);
+        self.counts.kept.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Drops every answer kept.
+    pub fn clear(&self) {
+        let mut memo = self.lock();
+        let dropped = memo.entries.len() as u64;
+        *memo = Memo {
+            generation: memo.generation,
+            ..Memo::default()
+        };
+        self.counts.dropped.fetch_add(dropped, Ordering::Relaxed);
+    }
+
+    /// Drops the oldest answers until what is kept fits, with `room` more.
+    fn evict(&self, memo: &mut Memo, room: usize) {
+        let max = self.max_bytes.load(Ordering::Relaxed);
+        while memo.bytes + room > max {
+            let Some((key, generation)) = memo.order.pop_front() else {
+                break;
+            };
+            if memo
+                .entries
+                .get(&key)
+                .is_some_and(|e| e.generation == generation)
+            {
+                let entry = memo.entries.remove(&key).expect("just found");
+                memo.bytes -= entry.bytes;
+                self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // Pairs left by answers kept again or dropped: never more than
+        // there are answers, and a few.
+        if memo.order.len() > 2 * memo.entries.len() + 64 {
+            let entries = &memo.entries;
+            let live = |(key, generation): &(Arc<[u8]>, u64)| {
+                entries
+                    .get(key)
+                    .is_some_and(|e| e.generation == *generation)
+            };
+            let order = memo.order.drain(..).filter(live).collect();
+            memo.order = order;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Memo> {
+        self.memo.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(headers: &[(&str, &str)]) -> Parts {
+        let mut request = hyper::Request::post("/");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    fn key(body: &str) -> Option<Request> {
+        Request::of(&parts(&[("a2a-version", "1.0")]), None, body.as_bytes())
+    }
+
+    /// A repeat is the same request but for its id; anything else differs.
+    #[test]
+    fn a_repeat_differs_only_in_its_id() {
+        let one = key(r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}"#);
+        let two = key(r#"{"jsonrpc":"2.0","id":"2x","method":"GetTask","params":{"id":"t"}}"#);
+        let (one, two) = (one.unwrap(), two.unwrap());
+        assert_eq!(one.key, two.key);
+        assert_eq!(
+            (one.id.as_slice(), two.id.as_slice()),
+            (&b"1"[..], &br#""2x""#[..])
+        );
+        let other = key(r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"u"}}"#);
+        assert_ne!(other.unwrap().key, one.key);
+        // Headers and the client count; content-length does not.
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#;
+        let bob = Request::of(&parts(&[("authorization", "Bearer b")]), None, body).unwrap();
+        let alice = Request::of(&parts(&[("authorization", "Bearer a")]), None, body).unwrap();
+        assert_ne!(bob.key, alice.key);
+        let here = Request::of(&parts(&[]), Some([10, 0, 0, 1].into()), body).unwrap();
+        let there = Request::of(&parts(&[]), Some([10, 0, 0, 2].into()), body).unwrap();
+        assert_ne!(here.key, there.key);
+        let sized = Request::of(&parts(&[("content-length", "44")]), None, body).unwrap();
+        assert_eq!(sized.key, Request::of(&parts(&[]), None, body).unwrap().key);
+    }
+
+    /// The id as the door writes it back: escapes resolved, the last of two.
+    #[test]
+    fn the_id_is_the_one_the_door_reads() {
+        let id = |body: &str| key(body).map(|r| String::from_utf8(r.id).unwrap());
+        assert_eq!(id(r#"{"id":"a\u0041"}"#).as_deref(), Some(r#""aA""#));
+        assert_eq!(id(r#"{"id":1,"id":2}"#).as_deref(), Some("2"));
+        assert_eq!(id(r#"{"\u0069d":7}"#).as_deref(), Some("7"));
+        for refused in [
+            r#"{"id":1.5}"#,
+            r#"{"id":null}"#,
+            r#"{"id":[1]}"#,
+            "[1]",
+            "{",
+            r#"{"x":1}"#,
+        ] {
+            assert_eq!(key(refused), None, "{refused}");
+        }
+        assert_eq!(
+            key(&format!(r#"{{"id":1,"p":"{}"}}"#, "x".repeat(MAX_BODY))),
+            None
+        );
+    }
+}
