@@ -2,7 +2,6 @@
 //! (one call of `answer`, or `wasi:http` for an older door), and then the
 //! instance kept for its caller's next request or dropped.
 
-use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -25,7 +24,7 @@ use crate::sandbox::memory::MemoryLimit;
 use crate::sandbox::one_call;
 use crate::sandbox::request::RequestState;
 use crate::session::Session;
-use crate::versions::reuse::{self, Reuse};
+use crate::versions::reuse::{KeepAs, Reuse};
 use crate::versions::swap::Serving;
 
 /// The head a door sends for its request, or the error code it answers.
@@ -51,9 +50,9 @@ pub struct Run {
     pub failure: Failed,
     pub idle: Arc<Idle>,
     pub session: Arc<Session>,
-    /// Who asks, as a reusable answer is kept for (see
+    /// What a reusable answer is kept under (see
     /// [`crate::versions::reuse`]).
-    pub client: Option<IpAddr>,
+    pub keep_as: KeepAs,
 }
 
 impl Run {
@@ -75,7 +74,7 @@ impl Run {
             failure,
             idle,
             session,
-            client,
+            keep_as,
         } = self;
         let meter = store.data().cpu.clone();
         let door = async {
@@ -102,7 +101,7 @@ impl Run {
             match &instance.answers {
                 Some(answers) => {
                     one_call::answer(answers, &mut store, &parts, body, sender).await?;
-                    keep_declared(&serving.live().reuse, &mut store, &parts, client);
+                    keep_declared(&serving.live().reuse, &mut store, &parts, keep_as);
                 }
                 None => {
                     let request = Request::from_parts(parts, body);
@@ -158,7 +157,7 @@ fn keep_declared(
     reuse: &Reuse,
     store: &mut Store<RequestState>,
     parts: &hyper::http::request::Parts,
-    client: Option<IpAddr>,
+    keep_as: KeepAs,
 ) {
     let door = &mut store.data_mut().door;
     let Some(declared) = door.declared.take() else {
@@ -167,11 +166,7 @@ fn keep_declared(
     if door.changed.load(std::sync::atomic::Ordering::Relaxed) {
         return;
     }
-    let request = door
-        .body_read
-        .as_ref()
-        .and_then(|body| reuse::Request::of(parts, client, body));
-    if let Some(request) = request {
+    if let Some(request) = keep_as.request(parts, door.body_read.as_ref()) {
         reuse.keep(request, &declared, &door.reads);
     }
 }

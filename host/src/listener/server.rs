@@ -42,7 +42,7 @@ use crate::sandbox::request::{self, Limits, RequestState, Stores};
 use crate::session::Session;
 use crate::versions::card_cache;
 use crate::versions::control::{self, ControlToken};
-use crate::versions::reuse;
+use crate::versions::reuse::{self, KeepAs};
 use crate::versions::swap::{self, Doors, Live, Serving};
 
 /// The largest request body the host reads (`--max-body-bytes`): every
@@ -584,17 +584,14 @@ impl Server {
         };
         let (body, tally) = RequestBody::new(body, limits, started);
         let client = self.client(address);
-        let length = parts
-            .headers
-            .get(hyper::header::CONTENT_LENGTH)
-            .and_then(|length| length.to_str().ok()?.parse::<usize>().ok());
+        let length = content_length(&parts);
         let reused = match self
             .repeat(&mut parts, length, body, client, &serving)
             .await
         {
             Repeat::Answered(response) => Ok(response),
             Repeat::Unread => Err(None),
-            Repeat::Run(body) => Err(Some(body)),
+            Repeat::Run(body, request) => Err(Some((body, request))),
         };
         let was_reused = reused.is_ok();
         let response = match reused {
@@ -602,9 +599,13 @@ impl Server {
             Err(None) => Failure::Guest("the request body could not be read".into(), None)
                 .response(&tally)
                 .map(Answer::host),
-            Err(Some(body)) => {
+            Err(Some((body, repeat))) => {
                 let request = Request::from_parts(parts, body);
-                let run = (serving, owner, client);
+                let keep_as = KeepAs {
+                    client,
+                    request: repeat,
+                };
+                let run = (serving, owner, keep_as);
                 self.admitted(request, caller, run, cache, &tally).await
             }
         };
@@ -677,7 +678,7 @@ impl Server {
         &self,
         request: Request<BoxedBody>,
         caller: Caller,
-        (serving, owner, client): (Serving, Owner, Option<IpAddr>),
+        (serving, owner, keep_as): (Serving, Owner, KeepAs),
         cache: Option<Arc<Live>>,
         tally: &Tally,
     ) -> Response<Answer> {
@@ -685,7 +686,7 @@ impl Server {
             Ok(slot) => slot,
             Err(refused) => return Failure::Refused(refused).response(tally).map(Answer::host),
         };
-        let run = self.run(serving, owner, client, request, slot, tally.clone());
+        let run = self.run(serving, owner, keep_as, request, slot, tally.clone());
         match run.await {
             Ok(response) => match cache {
                 Some(live) => match live.card.keep(response).await {
@@ -730,12 +731,13 @@ impl Server {
                 let failure = Failure::Guest("the request body could not be read".into(), None);
                 return failure.response(&tally);
             }
-            Repeat::Run(body) => body,
+            Repeat::Run(body, request) => (body, KeepAs { client, request }),
         };
+        let (body, keep_as) = body;
         let request = Request::from_parts(parts, body);
         let slot = Slot::unlimited();
         match self
-            .run(serving, owner, client, request, slot, tally.clone())
+            .run(serving, owner, keep_as, request, slot, tally.clone())
             .await
         {
             Ok(response) => response.map(BodyExt::boxed_unsync),
@@ -767,15 +769,17 @@ impl Server {
         let reuse = &serving.live().reuse;
         let small = length.is_some_and(|length| length <= reuse::MAX_BODY);
         if parts.method != hyper::Method::POST || !small || !reuse.keeps_any() {
-            return Repeat::Run(body.boxed_unsync());
+            return Repeat::Run(body.boxed_unsync(), None);
         }
         let Ok(bytes) = body.collect().await.map(|whole| whole.to_bytes()) else {
             return Repeat::Unread;
         };
         // Kept under the head the door was asked with.
         self.address(parts);
-        let kept = reuse::Request::of(parts, client, &bytes)
-            .and_then(|request| reuse.answer(&request, &self.stores.session));
+        let request = reuse::Request::of(parts, client, &bytes);
+        let kept = request
+            .as_ref()
+            .and_then(|request| reuse.answer(request, &self.stores.session));
         match kept {
             Some(kept) => {
                 let length = kept.body.len();
@@ -792,6 +796,7 @@ impl Server {
                 Full::new(bytes)
                     .map_err(|never| match never {})
                     .boxed_unsync(),
+                request,
             ),
         }
     }
@@ -802,7 +807,7 @@ impl Server {
         &self,
         serving: Serving,
         owner: Owner,
-        client: Option<IpAddr>,
+        keep_as: KeepAs,
         request: Request<B>,
         slot: Slot,
         tally: Tally,
@@ -843,7 +848,7 @@ impl Server {
             failure: failed.clone(),
             idle: self.shared.idle.clone(),
             session: self.stores.session.clone(),
-            client,
+            keep_as,
         };
         // The door runs on the request's task until it answers (see
         // `DoorRun`); one still running then goes on in a task of its own, so
@@ -945,12 +950,18 @@ impl Server {
     }
 }
 
+/// The length a request's head declares for its body.
+fn content_length(parts: &Parts) -> Option<usize> {
+    let length = parts.headers.get(hyper::header::CONTENT_LENGTH)?;
+    length.to_str().ok()?.parse().ok()
+}
+
 /// A request's answer kept by its door version, or what runs the door.
 enum Repeat {
     /// A repeat of an answer the version keeps, answered again.
     Answered(Response<HyperOutgoingBody>),
-    /// The body to run the door on.
-    Run(BoxedBody),
+    /// The body to run the door on, and the request as looked up.
+    Run(BoxedBody, Option<reuse::Request>),
     /// The body could not be read whole (too large, too slow, cut).
     Unread,
 }

@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use hyper::http::request::Parts;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::imports::{Declared, Reads};
@@ -147,8 +148,8 @@ impl Request {
 /// object whose `id` is a string or an integer. The object's last `id`
 /// counts, as the door reads it.
 fn id_of(body: &[u8]) -> Option<(usize, usize, Vec<u8>)> {
-    let members: HashMap<String, &RawValue> = serde_json::from_slice(body).ok()?;
-    let raw = members.get("id")?.get();
+    let IdMember(raw) = serde_json::from_slice(body).ok()?;
+    let raw = raw?.get();
     let at = (raw.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
     let id: serde_json::Value = serde_json::from_str(raw).ok()?;
     let valid = match &id {
@@ -160,6 +161,81 @@ fn id_of(body: &[u8]) -> Option<(usize, usize, Vec<u8>)> {
         return None;
     }
     Some((at, raw.len(), serde_json::to_vec(&id).ok()?))
+}
+
+/// A JSON object's last `id` member, as sent; every other member skipped
+/// without being kept.
+struct IdMember<'a>(Option<&'a RawValue>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for IdMember<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(IdVisitor(std::marker::PhantomData))
+    }
+}
+
+struct IdVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for IdVisitor<'a> {
+    type Value = IdMember<'a>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<IdMember<'a>, M::Error> {
+        let mut id = None;
+        while let Some(IsId(is_id)) = map.next_key()? {
+            match is_id {
+                true => id = Some(map.next_value::<&'de RawValue>()?),
+                false => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(IdMember(id))
+    }
+}
+
+/// Whether a member's name is `id`, escaped or not, read without keeping it.
+struct IsId(bool);
+
+impl<'de> Deserialize<'de> for IsId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(IsIdVisitor)
+    }
+}
+
+struct IsIdVisitor;
+
+impl Visitor<'_> for IsIdVisitor {
+    type Value = IsId;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_str<E>(self, name: &str) -> Result<IsId, E> {
+        Ok(IsId(name == "id"))
+    }
+}
+
+/// What an answer the door declares reusable is kept under: the client on
+/// a public door, and the request, when the host read its body already.
+#[derive(Debug, Default)]
+pub struct KeepAs {
+    /// The client's address on a public door; None on an authenticated one.
+    pub client: Option<IpAddr>,
+    /// The request, when the host looked it up before the door ran.
+    pub request: Option<Request>,
+}
+
+impl KeepAs {
+    /// The request as looked up, or made of `parts` and the body the door
+    /// read.
+    pub fn request(self, parts: &Parts, body: Option<&Bytes>) -> Option<Request> {
+        let client = self.client;
+        self.request.or_else(|| Request::of(parts, client, body?))
+    }
 }
 
 /// A kept answer, as sent again.
