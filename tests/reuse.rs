@@ -251,3 +251,50 @@ fn a_reused_answer_is_what_a_fresh_door_answers() {
         );
     }
 }
+
+/// Over the wire: a repeat of a kept GetTask is answered with its own id;
+/// a caller whose token is refused is answered 401 at once, its body
+/// unread, while answers are kept for others (reference, "What the door
+/// answers", step 2: the token before the body).
+#[test]
+fn a_refused_token_is_answered_before_its_body_while_answers_are_kept() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+
+    let door = crate::common::Door::start(MANIFEST);
+    let operator = door.token("operator");
+    let task = door.send_task(Some(&operator), "reply kept", json!({}));
+    let get = |id: u64| {
+        let body =
+            json!({"jsonrpc": "2.0", "id": id, "method": "GetTask", "params": {"id": task["id"]}});
+        door.rpc_as(&operator, &body.to_string())
+    };
+    let (first, second) = (get(1), get(22));
+    assert_eq!(second.json()["id"], 22);
+    assert_eq!(second.json()["result"], first.json()["result"]);
+    assert_eq!(
+        second.header("content-length"),
+        Some(second.body.len().to_string().as_str())
+    );
+
+    let mut stream = std::net::TcpStream::connect(&door.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let head = format!(
+        "POST / HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\na2a-version: 1.0\r\n\
+         authorization: Bearer {}\r\ncontent-length: 100\r\n\r\n{{",
+        door.addr,
+        "0".repeat(64)
+    );
+    let started = Instant::now();
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut answer = [0u8; 12];
+    stream.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 401");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}

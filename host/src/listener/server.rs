@@ -754,7 +754,8 @@ impl Server {
 
     /// The answer `serving`'s version keeps for a repeat of this request,
     /// or the body to run the door on: read whole first when the request
-    /// may be a repeat (a small POST, while the version keeps answers).
+    /// may be a repeat (a small POST of a head the version keeps answers
+    /// for).
     async fn repeat<B>(
         &self,
         parts: &mut Parts,
@@ -768,15 +769,19 @@ impl Server {
     {
         let reuse = &serving.live().reuse;
         let small = length.is_some_and(|length| length <= reuse::MAX_BODY);
-        if parts.method != hyper::Method::POST || !small || !reuse.keeps_any() {
+        if parts.method != hyper::Method::POST || !small {
+            return Repeat::Run(body.boxed_unsync(), None);
+        }
+        // Kept under the head the door was asked with.
+        self.address(parts);
+        let head = reuse::Head::of(parts, client);
+        if !reuse.keeps_head(&head) {
             return Repeat::Run(body.boxed_unsync(), None);
         }
         let Ok(bytes) = body.collect().await.map(|whole| whole.to_bytes()) else {
             return Repeat::Unread;
         };
-        // Kept under the head the door was asked with.
-        self.address(parts);
-        let request = reuse::Request::of(parts, client, &bytes);
+        let request = reuse::Request::with_head(head, &bytes);
         let kept = request
             .as_ref()
             .and_then(|request| reuse.answer(request, &self.stores.session));

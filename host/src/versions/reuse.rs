@@ -25,9 +25,12 @@
 //!
 //! What it costs: at most `--reuse-bytes` per capsule ([`REUSE_BYTES`]),
 //! counting each answer's request key, head and body; the oldest answer
-//! kept goes first. A request that finds nothing costs a hash of its head
-//! and body; the host reads a body before the door only while the live
-//! version keeps answers, and a door then reads it from the host's copy.
+//! kept goes first. The host reads a body before the door only when the
+//! live version keeps an answer for a request of the same head (method,
+//! path, header lines, client), so a caller whose token is refused (it has
+//! no answer kept) is refused before its body as without; the door then
+//! reads the host's copy. A request that finds nothing costs its key, a
+//! lookup, and keeping its answer.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -78,8 +81,37 @@ struct Memo {
     /// Keys oldest first, with the generation they were kept at: a key
     /// kept again, or dropped, leaves a stale pair that eviction skips.
     order: VecDeque<(Arc<[u8]>, u64)>,
+    /// The heads of the requests kept, and how many of each: a request of
+    /// another head is never a repeat, and its body is not read before the
+    /// door (a caller refused a token is refused at once, as without).
+    heads: HashMap<Vec<u8>, usize>,
     bytes: usize,
     generation: u64,
+}
+
+impl Memo {
+    /// Drops the answer kept under `key`, if it is the one of `generation`
+    /// (any, when None): whether it was there.
+    fn remove(&mut self, key: &[u8], generation: Option<u64>) -> bool {
+        let Some(entry) = self.entries.get(key) else {
+            return false;
+        };
+        if generation.is_some_and(|g| g != entry.generation) {
+            return false;
+        }
+        let Some(entry) = self.entries.remove(key) else {
+            return false;
+        };
+        self.bytes -= entry.bytes;
+        let head = &key[..entry.head];
+        if let Some(count) = self.heads.get_mut(head) {
+            *count -= 1;
+            if *count == 0 {
+                self.heads.remove(head);
+            }
+        }
+        true
+    }
 }
 
 #[derive(Debug)]
@@ -97,26 +129,19 @@ struct Entry {
     tokens: Option<u64>,
     bytes: usize,
     generation: u64,
+    /// How much of its key is its request's head.
+    head: usize,
 }
 
-/// A request as the kept answers know it.
+/// A request's head as the kept answers know it: its method, path and
+/// header lines (but `content-length`), and the client on a public door.
 #[derive(Debug, PartialEq)]
-pub struct Request {
-    key: Vec<u8>,
-    /// Its JSON-RPC id, as the door writes it.
-    id: Vec<u8>,
-}
+pub struct Head(Vec<u8>);
 
-impl Request {
-    /// `parts` and `body` from `client` (None on an authenticated door),
-    /// or None when such a request is never reused: a body past
-    /// [`MAX_BODY`], not a JSON object, or without a valid id.
-    pub fn of(parts: &Parts, client: Option<IpAddr>, body: &[u8]) -> Option<Request> {
-        if body.len() > MAX_BODY {
-            return None;
-        }
-        let (at, len, id) = id_of(body)?;
-        let mut key = Vec::with_capacity(256 + body.len());
+impl Head {
+    /// The head of `parts` from `client` (None on an authenticated door).
+    pub fn of(parts: &Parts, client: Option<IpAddr>) -> Head {
+        let mut key = Vec::with_capacity(512);
         key.extend_from_slice(parts.method.as_str().as_bytes());
         key.push(0);
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
@@ -136,10 +161,40 @@ impl Request {
             key.extend_from_slice(client.to_string().as_bytes());
         }
         key.push(0xff);
+        Head(key)
+    }
+}
+
+/// A request as the kept answers know it.
+#[derive(Debug, PartialEq)]
+pub struct Request {
+    /// Its head, then its body with the id cut out (and where it was).
+    key: Vec<u8>,
+    /// How much of `key` is the head.
+    head: usize,
+    /// Its JSON-RPC id, as the door writes it.
+    id: Vec<u8>,
+}
+
+impl Request {
+    /// `parts` and `body` from `client` (None on an authenticated door),
+    /// or None when such a request is never reused: a body past
+    /// [`MAX_BODY`], not a JSON object, or without a valid id.
+    pub fn of(parts: &Parts, client: Option<IpAddr>, body: &[u8]) -> Option<Request> {
+        Request::with_head(Head::of(parts, client), body)
+    }
+
+    /// The request of `head` and `body`, as [`Request::of`].
+    pub fn with_head(Head(mut key): Head, body: &[u8]) -> Option<Request> {
+        if body.len() > MAX_BODY {
+            return None;
+        }
+        let (at, len, id) = id_of(body)?;
+        let head = key.len();
         key.extend_from_slice(&(at as u64).to_le_bytes());
         key.extend_from_slice(&body[..at]);
         key.extend_from_slice(&body[at + len..]);
-        Some(Request { key, id })
+        Some(Request { key, head, id })
     }
 }
 
@@ -265,10 +320,10 @@ impl Reuse {
         self.evict(&mut memo, 0);
     }
 
-    /// Whether any answer is kept: only then does a request's body need
-    /// reading before the door.
-    pub fn keeps_any(&self) -> bool {
-        !self.lock().entries.is_empty()
+    /// Whether an answer is kept for a request of `head`: only then may a
+    /// request's body be read before the door.
+    pub fn keeps_head(&self, head: &Head) -> bool {
+        self.lock().heads.contains_key(&head.0)
     }
 
     /// The answer kept for `request`, with its id, if it still holds.
@@ -294,9 +349,7 @@ impl Reuse {
         {
             Some(now) => entry.since = now,
             None => {
-                let bytes = entry.bytes;
-                memo.entries.remove(request.key.as_slice());
-                memo.bytes -= bytes;
+                memo.remove(&request.key, None);
                 self.counts.dropped.fetch_add(1, Ordering::Relaxed);
                 self.counts.misses.fetch_add(1, Ordering::Relaxed);
                 return None;
@@ -366,11 +419,12 @@ impl Reuse {
             tokens: reads.tokens_since,
             bytes,
             generation,
+            head: request.head,
         };
+        memo.remove(&request.key, None);
         let key: Arc<[u8]> = request.key.into();
-        if let Some(old) = memo.entries.insert(key.clone(), entry) {
-            memo.bytes -= old.bytes;
-        }
+        *memo.heads.entry(key[..request.head].to_vec()).or_default() += 1;
+        memo.entries.insert(key.clone(), entry);
         memo.bytes += bytes;
         memo.order.push_back((key, generation));
         self.evict(&mut memo, 0);
@@ -396,13 +450,7 @@ impl Reuse {
             let Some((key, generation)) = memo.order.pop_front() else {
                 break;
             };
-            if memo
-                .entries
-                .get(&key)
-                .is_some_and(|e| e.generation == generation)
-            {
-                let entry = memo.entries.remove(&key).expect("just found");
-                memo.bytes -= entry.bytes;
+            if memo.remove(&key, Some(generation)) {
                 self.counts.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
