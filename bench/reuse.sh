@@ -25,11 +25,21 @@ door_pid=
 trap '[ -n "$door_pid" ] && kill "$door_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 printf 'name: bench\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n' >"$tmp/bench.yaml"
 
-# poll LUA: wrk's req/s, p50 and p99 for the requests LUA makes.
+# cpu_ticks: the door's user and system CPU so far, in clock ticks.
+cpu_ticks() {
+  awk '{print $14 + $15}' "/proc/$door_pid/stat"
+}
+
+# poll LUA: wrk's req/s, p50 and p99 for the requests LUA makes, and the
+# door's CPU a request (wrk shares the cores: the CPU moves less than req/s).
 poll() {
-  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s "$1" "$door_url/" |
-    awk '/Requests\/sec/ {rate = $2} $1 == "50%" {p50 = $2} $1 == "99%" {p99 = $2}
-         END {printf "%\047d req/s, p50 %s, p99 %s", rate, p50, p99}'
+  local before after
+  before=$(cpu_ticks)
+  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s "$1" "$door_url/" >"$tmp/wrk.txt"
+  after=$(cpu_ticks)
+  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
+    '/Requests\/sec/ {rate = $2} /^ *[0-9]+ requests in/ {n = $1} $1 == "50%" {p50 = $2} $1 == "99%" {p99 = $2}
+     END {printf "%\047d req/s, p50 %s, p99 %s, %d µs CPU", rate, p50, p99, ticks / hz * 1e6 / n}' "$tmp/wrk.txt"
 }
 
 echo "# GetTask polls with and without kept answers, ${seconds} s, ${connections} connections"

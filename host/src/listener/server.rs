@@ -775,7 +775,7 @@ impl Server {
         // Kept under the head the door was asked with.
         self.address(parts);
         let head = reuse::Head::of(parts, client);
-        if !reuse.keeps_head(&head) {
+        if !reuse.looks_up(&head) {
             return Repeat::Run(body.boxed_unsync(), None);
         }
         let Ok(bytes) = body.collect().await.map(|whole| whole.to_bytes()) else {

@@ -29,8 +29,9 @@
 //! live version keeps an answer for a request of the same head (method,
 //! path, header lines, client), so a caller whose token is refused (it has
 //! no answer kept) is refused before its body as without; the door then
-//! reads the host's copy. A request that finds nothing costs its key, a
-//! lookup, and keeping its answer.
+//! reads the host's copy. While lookups mostly miss, one request in
+//! [`SAMPLE`] is looked up, so a poll that never finds its answer costs
+//! about what it costs with nothing kept.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -52,6 +53,14 @@ pub const REUSE_BYTES: usize = 4 << 20;
 pub const MAX_BODY: usize = 4 << 10;
 /// Bytes an answer is counted for beyond its key, head and body.
 const ENTRY_BYTES: usize = 128;
+/// While a version's lookups mostly miss (every poll finds its task
+/// changed, or every request is new), it looks up one request in this
+/// many: a poll that finds nothing then costs about what it costs with
+/// nothing kept, and the first repeats found open the way again.
+const SAMPLE: u64 = 8;
+/// Lookups counted before the counts are halved, so the rate follows what
+/// the clients do now.
+const WINDOW: u64 = 1024;
 
 /// How answers were reused, across a door's versions.
 #[derive(Debug, Default)]
@@ -73,6 +82,10 @@ pub struct Reuse {
     max_bytes: AtomicUsize,
     memo: Mutex<Memo>,
     counts: Arc<ReuseCounts>,
+    /// Requests that could have been looked up lately, and how many of
+    /// those looked up were found (see [`SAMPLE`]).
+    recent: AtomicU64,
+    recent_hits: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -310,6 +323,8 @@ impl Reuse {
             max_bytes: AtomicUsize::new(max_bytes),
             memo: Mutex::default(),
             counts,
+            recent: AtomicU64::new(0),
+            recent_hits: AtomicU64::new(0),
         }
     }
 
@@ -320,10 +335,22 @@ impl Reuse {
         self.evict(&mut memo, 0);
     }
 
-    /// Whether an answer is kept for a request of `head`: only then may a
-    /// request's body be read before the door.
-    pub fn keeps_head(&self, head: &Head) -> bool {
-        self.lock().heads.contains_key(&head.0)
+    /// Whether a request of `head` is looked up: when an answer is kept
+    /// for a request of the same head (only then is a body read before the
+    /// door), and lookups lately found answers, or this one is a sample
+    /// ([`SAMPLE`]).
+    pub fn looks_up(&self, head: &Head) -> bool {
+        if !self.lock().heads.contains_key(&head.0) {
+            return false;
+        }
+        let recent = self.recent.fetch_add(1, Ordering::Relaxed) + 1;
+        let hits = self.recent_hits.load(Ordering::Relaxed);
+        if recent >= WINDOW {
+            self.recent.store(recent / 2, Ordering::Relaxed);
+            self.recent_hits.store(hits / 2, Ordering::Relaxed);
+        }
+        // The first few of a version are all looked up.
+        (hits + 1) * SAMPLE >= recent || recent.is_multiple_of(SAMPLE)
     }
 
     /// The answer kept for `request`, with its id, if it still holds.
@@ -373,6 +400,7 @@ impl Reuse {
             )
             .collect();
         self.counts.hits.fetch_add(1, Ordering::Relaxed);
+        self.recent_hits.fetch_add(1, Ordering::Relaxed);
         Some(Reused {
             status: entry.status,
             headers,
