@@ -27,8 +27,22 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["agents"],
         ],
     ),
-    // The door's imports, over a view of the store's data.
-    ("imports", &[]),
+    // The door's imports: the request's context, then one file per WIT
+    // interface over a view of it.
+    (
+        "imports",
+        &[
+            &["ctx"],
+            &[
+                "events",
+                "request_body",
+                "response_stream",
+                "session",
+                "task_store",
+                "tokens",
+            ],
+        ],
+    ),
     // The engine and one request's store, and what runs a door on them.
     (
         "sandbox",

@@ -4,29 +4,17 @@
 //! task layer's [`Reader`] under the same handle. The bindings know only
 //! their marker type, so each call names the reader by the handle's rep.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use wasmtime::component::Resource;
 
-use super::DoorCtxView;
-use crate::bindings::events::{Event, Events, Host, HostEvents, OutputStream, Passed};
+use super::ctx::DoorCtxView;
+use crate::bindings::events::{Events, Host, HostEvents, OutputStream, Passed};
 use crate::bindings::task_store::{Caller, TaskError, TaskState};
 use crate::session::tasks::events::{Claimed, Framing, Read, Reader};
 
-/// An event's framing: its SSE bytes and where the request id goes; none
-/// when the door could not frame it.
-pub type Framed = Pin<Box<dyn Future<Output = Option<(Vec<u8>, usize)>> + Send>>;
-
-/// Frames an event as one door version does, on an instance of its own
-/// (the door's `framing` export).
-pub trait FrameEvents: Send + Sync {
-    /// Frames `event` for a stream: its SSE bytes and where the request id
-    /// goes, or None when the door could not frame it.
-    fn frame(self: Arc<Self>, event: Arc<Event>) -> Framed;
-}
+pub use super::ctx::{FrameEvents, Framed};
 
 /// How writing one framed event to a stream went.
 enum Wrote {

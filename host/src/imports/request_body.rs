@@ -4,15 +4,12 @@
 //! The host collects it whole, copies it into the door's memory, and keeps
 //! nothing of it after the call that read it.
 
-use bytes::Bytes;
 use http_body_util::BodyExt;
-use http_body_util::combinators::UnsyncBoxBody;
 
 use crate::bindings::request_body::Host;
-use crate::imports::DoorCtxView;
+use crate::imports::ctx::DoorCtxView;
 
-/// A request body as the door reads it.
-pub type BoxedBody = UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>;
+pub use crate::imports::ctx::BoxedBody;
 
 impl Host for DoorCtxView<'_> {
     async fn read(&mut self) -> Option<Vec<u8>> {

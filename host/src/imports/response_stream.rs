@@ -17,24 +17,15 @@ use http_body_util::BodyExt;
 use hyper::body::{Frame, SizeHint};
 use hyper::header::{CONTENT_LENGTH, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
-use tokio::sync::oneshot;
 use wasmtime::component::Resource;
 use wasmtime_wasi::filesystem::Descriptor;
-use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::p2::body::{HostOutgoingBody, HyperOutgoingBody, StreamContext};
 use wasmtime_wasi_http::{DEFAULT_FORBIDDEN_HEADERS, Error};
 
 use crate::bindings::response_stream::{Host, OutputStream};
-use crate::imports::DoorCtxView;
+use crate::imports::ctx::DoorCtxView;
 
-/// Bytes a door's streamed body queues ahead of the socket, on either edge
-/// (`--stream-queue-bytes`).
-pub const QUEUE_BYTES: usize = 128 << 10;
-/// Bytes one write of a door's body carries at most, on either edge.
-pub const CHUNK_BYTES: usize = 4096;
-
-/// Where a one-call answer's head goes: the request's response.
-pub type HeadSender = oneshot::Sender<Result<Response<HyperOutgoingBody>, ErrorCode>>;
+pub use crate::imports::ctx::{CHUNK_BYTES, HeadSender, QUEUE_BYTES};
 
 /// A response as the door gave it, held to what the `wasi:http` edge lets a
 /// door send: a valid status, valid headers but none of the ones `wasi:http`

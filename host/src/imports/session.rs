@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::DoorCtxView;
+use super::ctx::DoorCtxView;
 use crate::bindings::session::{
     Capsule, CompletionReceipt, CompletionRefusal, Host, Identity, PlaneExports, StopReport,
 };

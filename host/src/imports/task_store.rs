@@ -4,7 +4,7 @@
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::DynPollable;
 
-use super::DoorCtxView;
+use super::ctx::DoorCtxView;
 use crate::bindings::task_store::{
     Caller, Host, ListQuery, NewTask, Page, Started, Task, TaskError,
 };

@@ -1,6 +1,6 @@
 //! `murmur:door/tokens`: whose token a request presented, and its scopes.
 
-use super::DoorCtxView;
+use super::ctx::DoorCtxView;
 use crate::bindings::tokens::{Grant, Host, Redeemed, Scopes};
 use crate::manifest::Scope;
 

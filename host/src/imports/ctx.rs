@@ -1,0 +1,172 @@
+//! What the door's imports answer from, per request ([`DoorCtx`]), lent to
+//! each interface's file through [`DoorCtxView`], and the types those files
+//! share with it: the one-call body and head, and the framing of events.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::Response;
+use tokio::sync::oneshot;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+
+use crate::bindings::events::Event;
+use crate::bindings::task_store::Caller;
+use crate::session::Session;
+
+/// A request body as the door reads it.
+pub type BoxedBody = UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>;
+
+/// Bytes a door's streamed body queues ahead of the socket, on either edge
+/// (`--stream-queue-bytes`).
+pub const QUEUE_BYTES: usize = 128 << 10;
+/// Bytes one write of a door's body carries at most, on either edge.
+pub const CHUNK_BYTES: usize = 4096;
+
+/// Where a one-call answer's head goes: the request's response.
+pub type HeadSender = oneshot::Sender<Result<Response<HyperOutgoingBody>, ErrorCode>>;
+
+/// An event's framing: its SSE bytes and where the request id goes; none
+/// when the door could not frame it.
+pub type Framed = Pin<Box<dyn Future<Output = Option<(Vec<u8>, usize)>> + Send>>;
+
+/// Frames an event as one door version does, on an instance of its own
+/// (the door's `framing` export).
+pub trait FrameEvents: Send + Sync {
+    /// Frames `event` for a stream: its SSE bytes and where the request id
+    /// goes, or None when the door could not frame it.
+    fn frame(self: Arc<Self>, event: Arc<Event>) -> Framed;
+}
+
+/// What the door's imports answer from, per request.
+pub struct DoorCtx {
+    /// The session the imports answer from.
+    pub session: Arc<Session>,
+    /// Set once the door has changed the session (started, continued or
+    /// canceled a task, stopped the session, delivered a completion): a
+    /// door failing after that had accepted its request.
+    pub changed: Arc<AtomicBool>,
+    /// The door version serving the request: its streams pass on what
+    /// streams of the same version framed (see [`crate::session::tasks::events`]).
+    pub version: u64,
+    /// The body of a request answered in one call, until the door reads it.
+    pub body: Option<BoxedBody>,
+    /// Where a one-call answer that streams sends its head.
+    pub head: Option<HeadSender>,
+    /// The task this request started, and who started it (see
+    /// [`DoorCtx::started_by`]).
+    pub started: Option<(Caller, String)>,
+    /// What frames events for this version's streams apart from them,
+    /// when the door can (see [`FrameEvents`]).
+    pub framer: Option<Arc<dyn FrameEvents>>,
+    /// Writes of at most [`CHUNK_BYTES`] a streamed body
+    /// queues ahead of the socket.
+    pub stream_chunks: usize,
+    /// The body the door read, kept for an answer it declares reusable.
+    pub body_read: Option<Bytes>,
+    /// The answer the door declared reusable, as sent.
+    pub declared: Option<Declared>,
+    /// What the door read that such an answer depends on.
+    pub reads: Reads,
+}
+
+/// A whole answer the door declared reusable (`murmur:door/answer`'s
+/// `reusable`), as the host sent it.
+#[derive(Clone, Debug)]
+pub struct Declared {
+    /// Its status and headers, as the door gave them.
+    pub status: u16,
+    /// Its header lines.
+    pub headers: Vec<(String, String)>,
+    /// Its whole body.
+    pub body: Bytes,
+    /// Where the request's JSON-RPC id sits in `body`: its first byte and
+    /// its length.
+    pub id_at: usize,
+    /// The id's length in bytes.
+    pub id_len: usize,
+}
+
+/// What a request's door read through its imports, for an answer it
+/// declares reusable: the versions it read at, what it read, and whether it
+/// called anything such an answer cannot stand for.
+#[derive(Debug, Default)]
+pub struct Reads {
+    /// The store's version (see [`crate::session::tasks::store::versions`])
+    /// before its first read of a task or a page.
+    pub tasks_since: Option<u64>,
+    /// The tasks `get` answered.
+    pub tasks: Vec<String>,
+    /// Whether it read a page of the listing, which any write changes.
+    pub listing: bool,
+    /// The tokens' version before its first `verify`.
+    pub tokens_since: Option<u64>,
+    /// It changed the session, waited on it, streamed, redeemed a handle,
+    /// asked whether the session closes, or was refused a task: its answer
+    /// is never reused.
+    pub other: bool,
+}
+
+impl DoorCtx {
+    /// A request's imports, answering from `session`, nothing changed yet.
+    pub fn new(session: Arc<Session>) -> DoorCtx {
+        DoorCtx {
+            session,
+            changed: Arc::default(),
+            version: 0,
+            body: None,
+            head: None,
+            started: None,
+            framer: None,
+            stream_chunks: QUEUE_BYTES / CHUNK_BYTES,
+            body_read: None,
+            declared: None,
+            reads: Reads::default(),
+        }
+    }
+
+    /// Whether this request started `task_id` for `caller`: then the caller
+    /// is known to see it (it owns it), and the stream or settle pollable
+    /// that follows needs no look-up in the store.
+    pub(super) fn started_by(&self, caller: &Caller, task_id: &str) -> bool {
+        self.started
+            .as_ref()
+            .is_some_and(|(by, id)| by == caller && id == task_id)
+    }
+
+    /// Notes a change the door made, when `result` says it made one.
+    pub(super) fn changing<T, E>(&mut self, result: Result<T, E>) -> Result<T, E> {
+        self.reads.other = true;
+        if result.is_ok() {
+            self.changed.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// The store's version, taken before the request's first read of it.
+    pub(super) fn reading_tasks(&mut self) {
+        let versions = self.session.tasks.store().versions();
+        self.reads.tasks_since.get_or_insert_with(|| versions.now());
+    }
+}
+
+/// The context and the resource table the imports use, borrowed from a
+/// store's data.
+pub struct DoorCtxView<'a> {
+    /// The request's context.
+    pub ctx: &'a mut DoorCtx,
+    /// The store's table: event readers and pollables live beside
+    /// wasi's resources.
+    pub table: &'a mut ResourceTable,
+}
+
+/// Store data that can answer the door's imports.
+pub trait DoorView: Send {
+    /// Lends out the context and the table, for one import call.
+    fn door(&mut self) -> DoorCtxView<'_>;
+}
