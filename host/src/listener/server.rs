@@ -585,28 +585,20 @@ impl Server {
         let (body, tally) = RequestBody::new(body, limits, started);
         let client = self.client(address);
         let length = content_length(&parts);
-        let reused = match self
-            .repeat(&mut parts, length, body, client, &serving)
-            .await
-        {
-            Repeat::Answered(response) => Ok(response),
-            Repeat::Unread => Err(None),
-            Repeat::Run(body, request) => Err(Some((body, request))),
-        };
-        let was_reused = reused.is_ok();
-        let response = match reused {
-            Ok(response) => response.map(Answer::host),
-            Err(None) => Failure::Guest("the request body could not be read".into(), None)
-                .response(&tally)
-                .map(Answer::host),
-            Err(Some((body, repeat))) => {
+        let repeat = self.repeat(&mut parts, length, body, client, &serving);
+        let (response, was_reused) = match repeat.await {
+            Repeat::Answered(response) => (response.map(Answer::host), true),
+            Repeat::Unread => {
+                let failure = Failure::Guest("the request body could not be read".into(), None);
+                (failure.response(&tally).map(Answer::host), false)
+            }
+            Repeat::Run(body, request) => {
+                let run = (serving, owner, KeepAs { client, request });
                 let request = Request::from_parts(parts, body);
-                let keep_as = KeepAs {
-                    client,
-                    request: repeat,
-                };
-                let run = (serving, owner, keep_as);
-                self.admitted(request, caller, run, cache, &tally).await
+                (
+                    self.admitted(request, caller, run, cache, &tally).await,
+                    false,
+                )
             }
         };
         let stream = is_event_stream(&response).then(|| {
@@ -722,10 +714,8 @@ impl Server {
             std::net::Ipv4Addr::UNSPECIFIED.into(),
         );
         let client = self.client(std::net::Ipv4Addr::UNSPECIFIED.into());
-        let body = match self
-            .repeat(&mut parts, length, body, client, &serving)
-            .await
-        {
+        let repeat = self.repeat(&mut parts, length, body, client, &serving);
+        let (body, keep_as) = match repeat.await {
             Repeat::Answered(response) => return response,
             Repeat::Unread => {
                 let failure = Failure::Guest("the request body could not be read".into(), None);
@@ -733,7 +723,6 @@ impl Server {
             }
             Repeat::Run(body, request) => (body, KeepAs { client, request }),
         };
-        let (body, keep_as) = body;
         let request = Request::from_parts(parts, body);
         let slot = Slot::unlimited();
         match self
@@ -785,25 +774,21 @@ impl Server {
         let kept = request
             .as_ref()
             .and_then(|request| reuse.answer(request, &self.stores.session));
-        match kept {
-            Some(kept) => {
-                let length = kept.body.len();
-                let body = Full::new(kept.body)
-                    .map_err(|never| match never {})
-                    .boxed_unsync();
-                match response_stream::response(kept.status, kept.headers, Some(length), body) {
-                    Ok(response) => Repeat::Answered(response),
-                    // The door sent these head lines once already.
-                    Err(_) => Repeat::Unread,
-                }
+        if let Some(kept) = kept {
+            let length = kept.body.len();
+            let body = Full::new(kept.body)
+                .map_err(|never| match never {})
+                .boxed_unsync();
+            // The door sent these head lines once; were they refused now,
+            // the door answers instead.
+            if let Ok(response) =
+                response_stream::response(kept.status, kept.headers, Some(length), body)
+            {
+                return Repeat::Answered(response);
             }
-            None => Repeat::Run(
-                Full::new(bytes)
-                    .map_err(|never| match never {})
-                    .boxed_unsync(),
-                request,
-            ),
         }
+        let body = Full::new(bytes).map_err(|never| match never {});
+        Repeat::Run(body.boxed_unsync(), request)
     }
 
     /// Runs an instance of the door version `serving` holds, in `slot`: one

@@ -220,16 +220,11 @@ impl Doors {
 
     /// The live door was loaded from `file`, which SIGHUP reloads.
     pub fn with_component_file(self, file: PathBuf) -> Doors {
-        let door = self.live().door.clone();
-        Doors::new(door, file.display().to_string())
-            .with_max_component_bytes(self.max_component_bytes)
-            .with_reuse_bytes(self.reuse_bytes)
-            .with_file(file)
-    }
-
-    fn with_file(mut self, file: PathBuf) -> Doors {
-        self.component_file = Some(file);
-        self
+        let doors = self.with_source(file.display().to_string());
+        Doors {
+            component_file: Some(file),
+            ..doors
+        }
     }
 
     /// The live door came from `source`.
