@@ -1,8 +1,9 @@
 //! `murmur:door/request-body`: the body of a request the door answers in
 //! one call, read only when the door asks for it (step 5 of the check
 //! order), within the limits [`crate::listener::body::RequestBody`] reads it under.
-//! The host collects it whole, copies it into the door's memory, and keeps
-//! nothing of it after the call that read it.
+//! The host collects it whole and copies it into the door's memory; the
+//! request keeps a reference to it until its answer is sent, for an answer
+//! the door declares reusable (`crate::versions::reuse`), and no longer.
 
 use http_body_util::BodyExt;
 

@@ -160,14 +160,17 @@ fn keep_declared(
     keep_as: KeepAs,
 ) {
     let door = &mut store.data_mut().door;
+    // Nothing of the body outlives its answer, whatever the door declared:
+    // a kept instance does not hold its last request's body.
+    let body = door.body_read.take();
     let Some(declared) = door.declared.take() else {
         return;
     };
     if door.changed.load(std::sync::atomic::Ordering::Relaxed) {
         return;
     }
-    if let Some(request) = keep_as.request(parts, door.body_read.as_ref()) {
-        reuse.keep(request, &declared, &door.reads);
+    if let Some(request) = keep_as.request(parts, body.as_ref()) {
+        reuse.keep(request, declared, std::mem::take(&mut door.reads));
     }
 }
 

@@ -45,7 +45,7 @@ pub async fn answer(
         .call_answer(&mut *store, request)
         .await;
     let door = &mut store.data_mut().door;
-    // Nothing of the request is kept past the call.
+    // A body the door did not read is not kept past the call.
     door.body = None;
     let head = door.head.take();
     let (response, reuse, head) = match (reply?, head) {

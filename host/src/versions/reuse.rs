@@ -332,7 +332,7 @@ impl Reuse {
     pub fn set_max_bytes(&self, max_bytes: usize) {
         self.max_bytes.store(max_bytes, Ordering::Relaxed);
         let mut memo = self.lock();
-        self.evict(&mut memo, 0);
+        self.evict(&mut memo);
     }
 
     /// Whether a request of `head` is looked up: when an answer is kept
@@ -411,7 +411,7 @@ impl Reuse {
     /// Keeps `declared`, the answer to `request`, when the door's `reads`
     /// let it stand for a repeat and the id it names is the request's:
     /// whether it was kept.
-    pub fn keep(&self, request: Request, declared: &Declared, reads: &Reads) -> bool {
+    pub fn keep(&self, request: Request, declared: Declared, reads: Reads) -> bool {
         let id = declared
             .body
             .get(declared.id_at..declared.id_at.saturating_add(declared.id_len));
@@ -438,11 +438,11 @@ impl Reuse {
         let generation = memo.generation;
         let entry = Entry {
             status: declared.status,
-            headers: declared.headers.clone(),
+            headers: declared.headers,
             before: declared.body.slice(..declared.id_at),
             after: declared.body.slice(declared.id_at + declared.id_len..),
             since: reads.tasks_since.unwrap_or(0),
-            tasks: reads.tasks.clone(),
+            tasks: reads.tasks,
             listing: reads.listing,
             tokens: reads.tokens_since,
             bytes,
@@ -451,11 +451,17 @@ impl Reuse {
         };
         memo.remove(&request.key, None);
         let key: Arc<[u8]> = request.key.into();
-        *memo.heads.entry(key[..request.head].to_vec()).or_default() += 1;
+        let head = &key[..request.head];
+        match memo.heads.get_mut(head) {
+            Some(count) => *count += 1,
+            None => {
+                memo.heads.insert(head.to_vec(), 1);
+            }
+        }
         memo.entries.insert(key.clone(), entry);
         memo.bytes += bytes;
         memo.order.push_back((key, generation));
-        self.evict(&mut memo, 0);
+        self.evict(&mut memo);
         self.counts.kept.fetch_add(1, Ordering::Relaxed);
         true
     }
@@ -471,10 +477,10 @@ impl Reuse {
         self.counts.dropped.fetch_add(dropped, Ordering::Relaxed);
     }
 
-    /// Drops the oldest answers until what is kept fits, with `room` more.
-    fn evict(&self, memo: &mut Memo, room: usize) {
+    /// Drops the oldest answers until what is kept fits.
+    fn evict(&self, memo: &mut Memo) {
         let max = self.max_bytes.load(Ordering::Relaxed);
-        while memo.bytes + room > max {
+        while memo.bytes > max {
             let Some((key, generation)) = memo.order.pop_front() else {
                 break;
             };
