@@ -21,6 +21,7 @@ mod planes;
 mod public_url;
 mod resume;
 mod reuse;
+mod reuse_files;
 mod runtime;
 mod standalone;
 mod streams;

@@ -26,10 +26,10 @@ network:\n  authentication:\n    scheme: bearer\n    credentials:\n      alice:\
 scopes: [SendMessage, GetTask, ListTasks, CancelTask]\n";
 
 /// A small generator of its own: the same seed, the same run.
-struct Lcg(u64);
+pub struct Lcg(pub u64);
 
 impl Lcg {
-    fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         self.0 = self
             .0
             .wrapping_mul(6_364_136_223_846_793_005)

@@ -2,6 +2,8 @@
 
 use std::borrow::Cow;
 
+pub use crate::planes::file::FileRead;
+
 /// A request's head. The body is read separately, and only once the check
 /// order reaches it.
 #[derive(Clone, Debug, Default)]
@@ -112,8 +114,19 @@ pub struct Response {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     /// Set on an answer the door declares reusable (`murmur:door/answer`'s
-    /// `reusable`): where the request's JSON-RPC id sits in `body`.
-    pub reuse: Option<IdAt>,
+    /// `reusable` and `reusable-file`): what it depends on.
+    pub reuse: Option<Reuse>,
+}
+
+/// What an answer the door declares reusable depends on, beside the
+/// request and its caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reuse {
+    /// What the door read of the session's tasks and tokens; the request's
+    /// JSON-RPC id sits in the body here.
+    Id(IdAt),
+    /// A file, as the door read it (a HEAD's or a 304's answer).
+    File(FileRead),
 }
 
 /// Where a request's JSON-RPC id sits in an answer's body: its first byte

@@ -6,7 +6,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
 use crate::errors::RpcError;
-use crate::http::{IdAt, Response};
+use crate::http::{IdAt, Response, Reuse};
 
 /// A request id: a string or an integer, echoed exactly as sent.
 pub type Id = Value;
@@ -183,10 +183,10 @@ pub fn result(id: &Id, result: &impl Serialize) -> Response {
 pub fn reusable_result(id: &Id, value: &impl Serialize) -> Response {
     let mut response = result(id, value);
     let len = serde_json::to_vec(id).expect("an id serializes").len();
-    response.reuse = Some(IdAt {
+    response.reuse = Some(Reuse::Id(IdAt {
         at: ID_AT.len(),
         len,
-    });
+    }));
     response
 }
 
@@ -298,7 +298,9 @@ mod tests {
             json!(-3),
         ] {
             let response = reusable_result(&id, &json!({"k": [1, "x"]}));
-            let at = response.reuse.unwrap();
+            let Some(Reuse::Id(at)) = response.reuse else {
+                panic!("{response:?}")
+            };
             let written = &response.body[at.at..at.at + at.len];
             assert_eq!(written, serde_json::to_vec(&id).unwrap().as_slice(), "{id}");
             assert_eq!(result(&id, &json!({"k": [1, "x"]})).body, response.body);

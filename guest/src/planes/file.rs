@@ -1,9 +1,9 @@
 //! A served file's answer: its headers, a 304 for a current copy, one
 //! range (206), or the whole file (RFC 9110 sections 8.8, 13 and 14).
 
-use super::tree::Entry;
+use super::tree::{Entry, Modified};
 use crate::errors::Refusal;
-use crate::http::{self, Request, Response};
+use crate::http::{self, Request, Response, Reuse};
 use crate::timestamp;
 
 /// What a GET of a file sends after its head: `len` bytes of the file at
@@ -16,6 +16,36 @@ pub struct FileBody {
     pub path: Vec<String>,
     pub offset: u64,
     pub len: u64,
+    /// Set when the door declares the answer reusable: the file it read.
+    pub read: Option<FileRead>,
+}
+
+/// The file an answer was made of, as the door read it: the path as
+/// requested (workdir-relative, reached with no link) and what its head
+/// depends on, its size and last change. An answer made of it is the same
+/// while that path reaches a file of that size and last change
+/// (`murmur:door/answer`'s `reusable-file`): its head says nothing else of
+/// the file, and its bytes are read when sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRead {
+    pub path: Vec<String>,
+    pub size: u64,
+    pub modified: Modified,
+}
+
+impl FileRead {
+    /// What an answer to `requested` made of `entry`, found at `resolved`,
+    /// depends on; None when it cannot be declared reusable: a link was
+    /// followed on the way (the answer would depend on where it points), or
+    /// the file system keeps no time of its last change.
+    pub fn of(requested: &[String], resolved: &[String], entry: &Entry) -> Option<FileRead> {
+        (requested == resolved).then_some(())?;
+        Some(FileRead {
+            path: resolved.to_vec(),
+            size: entry.size,
+            modified: entry.modified?,
+        })
+    }
 }
 
 /// A file's answer: whole (a HEAD, a 304, an empty file), or its bytes.
@@ -26,8 +56,13 @@ pub enum FileAnswer {
 }
 
 /// The answer to a GET or HEAD of the file at `path`, as `entry` describes
-/// it.
-pub fn answer(request: &Request, path: &[String], entry: &Entry) -> Result<FileAnswer, Refusal> {
+/// it, declared reusable when `read` says what it depends on.
+pub fn answer(
+    request: &Request,
+    path: &[String],
+    entry: &Entry,
+    read: Option<FileRead>,
+) -> Result<FileAnswer, Refusal> {
     let name = path.last().map_or("", String::as_str);
     let etag = etag(entry);
     let modified_ms = entry.modified.map(|m| m.millis());
@@ -40,7 +75,7 @@ pub fn answer(request: &Request, path: &[String], entry: &Entry) -> Result<FileA
             status: 304,
             headers: validators,
             body: Vec::new(),
-            reuse: None,
+            reuse: read.map(Reuse::File),
         }));
     }
     let size = entry.size;
@@ -70,13 +105,14 @@ pub fn answer(request: &Request, path: &[String], entry: &Entry) -> Result<FileA
     }
     // A file is served as its type says, never sniffed into another.
     headers.push(("x-content-type-options".into(), "nosniff".into()));
-    let head = Response {
+    let mut head = Response {
         status,
         headers,
         body: Vec::new(),
         reuse: None,
     };
     if request.method != "GET" || len == 0 {
+        head.reuse = read.map(Reuse::File);
         return Ok(FileAnswer::Whole(head));
     }
     Ok(FileAnswer::Bytes(FileBody {
@@ -84,6 +120,7 @@ pub fn answer(request: &Request, path: &[String], entry: &Entry) -> Result<FileA
         path: path.to_vec(),
         offset,
         len,
+        read,
     }))
 }
 
@@ -177,7 +214,7 @@ mod tests {
 
     fn get(headers: &[(&str, &str)]) -> Result<FileAnswer, Refusal> {
         let request = Request::new("GET", "/resources/files/out/a.txt", headers.iter().copied());
-        answer(&request, &["out".into(), "a.txt".into()], &ENTRY)
+        answer(&request, &["out".into(), "a.txt".into()], &ENTRY, None)
     }
 
     fn bytes(answer: Result<FileAnswer, Refusal>) -> FileBody {
@@ -302,10 +339,46 @@ mod tests {
         assert_eq!(bytes(get(&current)).head.status, 206);
     }
 
+    /// Issue 36 for files: an answer made of a file reached with no link
+    /// declares what it depends on, whole (a HEAD, a 304) or sent.
+    #[test]
+    fn a_file_reached_with_no_link_is_declared_reusable() {
+        let path: Vec<String> = vec!["out".into(), "a.txt".into()];
+        let read = FileRead::of(&path, &path, &ENTRY).unwrap();
+        assert_eq!(
+            read,
+            FileRead {
+                path: path.clone(),
+                size: 1000,
+                modified: ENTRY.modified.unwrap(),
+            }
+        );
+        let linked = ["out".to_string(), "link.txt".to_string()];
+        assert_eq!(FileRead::of(&linked, &path, &ENTRY), None);
+        let timeless = Entry {
+            modified: None,
+            ..ENTRY
+        };
+        assert_eq!(FileRead::of(&path, &path, &timeless), None);
+
+        let request = Request::new("GET", "/", [("if-none-match", "\"3e8-2ebc98a1.5\"")]);
+        let Ok(FileAnswer::Whole(not_modified)) =
+            answer(&request, &path, &ENTRY, Some(read.clone()))
+        else {
+            panic!()
+        };
+        assert_eq!(not_modified.status, 304);
+        assert_eq!(not_modified.reuse, Some(Reuse::File(read.clone())));
+        let request = Request::new("GET", "/", [("range", "bytes=0-1")]);
+        let sent = bytes(answer(&request, &path, &ENTRY, Some(read.clone())));
+        assert_eq!((sent.head.status, sent.read), (206, Some(read)));
+        assert_eq!(sent.head.reuse, None);
+    }
+
     #[test]
     fn a_head_sends_the_head_alone() {
         let request = Request::new("HEAD", "/", [("range", "bytes=0-1")]);
-        let Ok(FileAnswer::Whole(head)) = answer(&request, &["x.bin".into()], &ENTRY) else {
+        let Ok(FileAnswer::Whole(head)) = answer(&request, &["x.bin".into()], &ENTRY, None) else {
             panic!()
         };
         assert_eq!(head.status, 200);

@@ -13,7 +13,7 @@ pub mod file;
 pub mod paths;
 pub mod tree;
 
-pub use file::FileBody;
+pub use file::{FileBody, FileRead};
 
 use crate::errors::Refusal;
 use crate::http::{Request, Response};
@@ -59,8 +59,14 @@ pub fn files<I: Imports>(imports: &I, request: &Request) -> Result<Served, Refus
         Kind::Directory => Ok(Served::Whole(directory::listing(
             &tree, &exports, &requested, &resolved, &page,
         ))),
+        // A listing is never reused: it depends on every entry it names.
         Kind::File => Ok(
-            match file::answer(request, &resolved.path, &resolved.entry)? {
+            match file::answer(
+                request,
+                &resolved.path,
+                &resolved.entry,
+                FileRead::of(&requested, &resolved.path, &resolved.entry),
+            )? {
                 FileAnswer::Whole(response) => Served::Whole(response),
                 FileAnswer::Bytes(body) => Served::File(body),
             },
@@ -107,8 +113,9 @@ pub fn peer<I: Imports>(imports: &I, request: &Request) -> Result<Served, Refusa
             .push((HANDLE_ID.into(), redeemed.handle_id.clone()));
         head
     };
+    // A redeem changes the handle (its uses), so its answer is never reused.
     Ok(
-        match file::answer(request, &resolved.path, &resolved.entry)? {
+        match file::answer(request, &resolved.path, &resolved.entry, None)? {
             FileAnswer::Whole(response) => Served::Whole(named(response)),
             FileAnswer::Bytes(mut body) => {
                 body.head = named(body.head);

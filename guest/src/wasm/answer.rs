@@ -6,12 +6,13 @@
 //! instance the host calls for nothing else.
 
 use super::host::exports::murmur::door::answer::{
-    Guest, Reply as Wire, RequestHead, Response, Reusable,
+    FileRead, Guest, Reply as Wire, RequestHead, Response, Reusable, ReusableFile,
 };
 use super::host::exports::murmur::door::framing;
 use super::host::murmur::door::events;
 use super::host::murmur::door::{request_body, response_stream};
 use super::host::{Host, export};
+use crate::http::Reuse;
 use crate::{Reply, Request};
 
 struct OneCall;
@@ -46,7 +47,13 @@ impl Guest for OneCall {
                         file.offset,
                         file.len,
                     );
-                    Wire::Streamed
+                    match file.read {
+                        Some(read) => Wire::ReusableFile(ReusableFile {
+                            whole: None,
+                            file: file_read(read),
+                        }),
+                        None => Wire::Streamed,
+                    }
                 }
                 None => whole(crate::door::refusal(&crate::errors::Refusal::FileNotFound)),
             },
@@ -63,12 +70,25 @@ fn whole(response: crate::Response) -> Wire {
     };
     match reuse {
         // An answer's body is far under 4 GiB (the door's memory).
-        Some(id) => Wire::Reusable(Reusable {
+        Some(Reuse::Id(id)) => Wire::Reusable(Reusable {
             response,
             id_at: id.at as u32,
             id_len: id.len as u32,
         }),
+        Some(Reuse::File(read)) => Wire::ReusableFile(ReusableFile {
+            whole: Some(response),
+            file: file_read(read),
+        }),
         None => Wire::Whole(response),
+    }
+}
+
+fn file_read(read: crate::planes::FileRead) -> FileRead {
+    FileRead {
+        path: read.path,
+        size: read.size,
+        modified_seconds: read.modified.seconds,
+        modified_nanoseconds: read.modified.nanoseconds,
     }
 }
 

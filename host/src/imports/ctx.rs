@@ -71,25 +71,72 @@ pub struct DoorCtx {
     pub body_read: Option<Bytes>,
     /// The answer the door declared reusable, as sent.
     pub declared: Option<Declared>,
+    /// The head and file the door sent through `send-file`, for a file's
+    /// answer it then declares reusable.
+    pub sent_file: Option<(Head, SentFile)>,
     /// What the door read that such an answer depends on.
     pub reads: Reads,
 }
 
-/// A whole answer the door declared reusable (`murmur:door/answer`'s
-/// `reusable`), as the host sent it.
+/// An answer the door declared reusable (`murmur:door/answer`'s
+/// `reusable` and `reusable-file`), as the host sent it.
 #[derive(Clone, Debug)]
 pub struct Declared {
     /// Its status and headers, as the door gave them.
     pub status: u16,
     /// Its header lines.
     pub headers: Vec<(String, String)>,
-    /// Its whole body.
+    /// Its whole body (empty for a file's bytes, which [`FileDeclared`]
+    /// names).
     pub body: Bytes,
-    /// Where the request's JSON-RPC id sits in `body`: its first byte and
-    /// its length.
-    pub id_at: usize,
-    /// The id's length in bytes.
-    pub id_len: usize,
+    /// What it depends on beside the request and what the door read.
+    pub depends: Depends,
+}
+
+/// What a declared answer depends on beside its request and the door's
+/// reads.
+#[derive(Clone, Debug)]
+pub enum Depends {
+    /// Nothing more; the request's JSON-RPC id sits in the body at `at`,
+    /// `len` bytes long.
+    Id {
+        /// The id's first byte.
+        at: usize,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A file of a plane.
+    File(FileDeclared),
+}
+
+/// The file a declared answer was made of, as the door read it.
+#[derive(Clone, Debug)]
+pub struct FileDeclared {
+    /// Its workdir-relative path, as requested: every segment but the last
+    /// a directory, none a link.
+    pub path: Vec<String>,
+    /// Its size, as the door found it.
+    pub size: u64,
+    /// Its last change, as the door found it: seconds and nanoseconds since
+    /// the epoch.
+    pub modified: (u64, u32),
+    /// The range of it the answer's body was, and the file the door opened
+    /// for it; None for a whole answer (a HEAD, a 304).
+    pub sent: Option<SentFile>,
+}
+
+/// An answer's status and header lines.
+pub type Head = (u16, Vec<(String, String)>);
+
+/// A range of a file sent through `response-stream.send-file`.
+#[derive(Clone, Debug)]
+pub struct SentFile {
+    /// The file the door opened in its preopens.
+    pub file: Arc<std::fs::File>,
+    /// Its first byte sent.
+    pub offset: u64,
+    /// Bytes sent.
+    pub length: u64,
 }
 
 /// What a request's door read through its imports, for an answer it
@@ -126,6 +173,7 @@ impl DoorCtx {
             stream_chunks: QUEUE_BYTES / CHUNK_BYTES,
             body_read: None,
             declared: None,
+            sent_file: None,
             reads: Reads::default(),
         }
     }

@@ -17,7 +17,7 @@ pub mod session;
 pub mod task_store;
 pub mod tokens;
 
-pub use ctx::{Declared, DoorCtx, DoorCtxView, DoorView, Reads};
+pub use ctx::{Declared, Depends, DoorCtx, DoorCtxView, DoorView, FileDeclared, Reads, SentFile};
 use wasmtime::component::{HasData, Linker};
 
 use crate::bindings;

@@ -23,7 +23,7 @@ use wasmtime_wasi_http::p2::body::{HostOutgoingBody, HyperOutgoingBody, StreamCo
 use wasmtime_wasi_http::{DEFAULT_FORBIDDEN_HEADERS, Error};
 
 use crate::bindings::response_stream::{Host, OutputStream};
-use crate::imports::ctx::DoorCtxView;
+use crate::imports::ctx::{DoorCtxView, SentFile};
 
 pub use crate::imports::ctx::{CHUNK_BYTES, HeadSender, QUEUE_BYTES};
 
@@ -179,7 +179,6 @@ impl Host for DoorCtxView<'_> {
         offset: u64,
         length: u64,
     ) -> wasmtime::Result<()> {
-        self.ctx.reads.other = true;
         let head = self.ctx.head.take().ok_or_else(|| {
             wasmtime::Error::msg("the door sent a file with no request to answer")
         })?;
@@ -189,6 +188,13 @@ impl Host for DoorCtxView<'_> {
                 return Err(wasmtime::Error::msg("the door sent a directory as a file"));
             }
         };
+        // Kept for an answer the door then declares reusable.
+        let sent = SentFile {
+            file: file.clone(),
+            offset,
+            length,
+        };
+        self.ctx.sent_file = Some(((status, headers.clone()), sent));
         let body = file_bytes(file, offset, length);
         let response = response(status, headers, Some(usize::try_from(length)?), body)?;
         let _ = head.send(Ok(response));

@@ -170,7 +170,8 @@ fn keep_declared(
         return;
     }
     if let Some(request) = keep_as.request(parts, body.as_ref()) {
-        reuse.keep(request, declared, std::mem::take(&mut door.reads));
+        let reads = std::mem::take(&mut door.reads);
+        reuse.keep(request, declared, reads, &door.session.planes);
     }
 }
 

@@ -24,7 +24,6 @@ use wasmtime::Store;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::imports::request_body::BoxedBody;
-use crate::imports::response_stream;
 use crate::listener::admission::{self, Admission, Caller, Slot};
 use crate::listener::answer::{Answer, Failed, OpenStream, Probe};
 use crate::listener::body::{BodyBudget, BodyLimits, RequestBody, Tally};
@@ -758,7 +757,9 @@ impl Server {
     {
         let reuse = &serving.live().reuse;
         let small = length.is_some_and(|length| length <= reuse::MAX_BODY);
-        if parts.method != hyper::Method::POST || !small {
+        // A small POST (a JSON-RPC read), or a GET or HEAD of a plane's file.
+        let planed = planes::plane_of(parts.uri.path()).is_some() && reuse::bodiless(parts);
+        if !(parts.method == hyper::Method::POST && small || planed) {
             return Repeat::Run(body.boxed_unsync(), None);
         }
         // Kept under the head the door was asked with.
@@ -767,28 +768,26 @@ impl Server {
         if !reuse.looks_up(&head) {
             return Repeat::Run(body.boxed_unsync(), None);
         }
-        let Ok(bytes) = body.collect().await.map(|whole| whole.to_bytes()) else {
-            return Repeat::Unread;
+        let (request, body) = match planed {
+            true => (Some(reuse::Request::bodiless(head)), body.boxed_unsync()),
+            false => {
+                let Ok(bytes) = body.collect().await.map(|whole| whole.to_bytes()) else {
+                    return Repeat::Unread;
+                };
+                let request = reuse::Request::with_head(head, &bytes);
+                let body = Full::new(bytes).map_err(|never| match never {});
+                (request, body.boxed_unsync())
+            }
         };
-        let request = reuse::Request::with_head(head, &bytes);
         let kept = request
             .as_ref()
             .and_then(|request| reuse.answer(request, &self.stores.session));
-        if let Some(kept) = kept {
-            let length = kept.body.len();
-            let body = Full::new(kept.body)
-                .map_err(|never| match never {})
-                .boxed_unsync();
-            // The door sent these head lines once; were they refused now,
-            // the door answers instead.
-            if let Ok(response) =
-                response_stream::response(kept.status, kept.headers, Some(length), body)
-            {
-                return Repeat::Answered(response);
-            }
+        // The door sent these head lines once; were they refused now, the
+        // door answers instead.
+        if let Some(response) = kept.and_then(reuse::Reused::response) {
+            return Repeat::Answered(response);
         }
-        let body = Full::new(bytes).map_err(|never| match never {});
-        Repeat::Run(body.boxed_unsync(), request)
+        Repeat::Run(body, request)
     }
 
     /// Runs an instance of the door version `serving` holds, in `slot`: one

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use murmur_door_guest::planes::on_plane;
 pub use murmur_door_guest::planes::{FILES_PLANE, PEER_PLANE};
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use wasmtime_wasi::{FsPerms, WasiCtx};
 
 /// One plane's exports: workdir-relative paths and globs, `/`-separated,
@@ -178,6 +178,33 @@ impl Planes {
     }
 }
 
+impl Planes {
+    /// The file at `path` (workdir-relative segments) as a repeat of a
+    /// file's answer finds it (see [`crate::versions::reuse`]): opened to
+    /// read with no link followed anywhere below the workdir and nothing
+    /// reached outside it, and its status. None when a segment is not a
+    /// name, or the file is missing, is reached through a link, or is not a
+    /// regular file.
+    pub fn open_file(&self, path: &[String]) -> Option<(std::fs::File, rustix::fs::Stat)> {
+        let name = |s: &String| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\0']);
+        if path.is_empty() || !path.iter().all(name) {
+            return None;
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let workdir = rustix::fs::open(&self.workdir, flags, Mode::empty()).ok()?;
+        let resolve =
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::BENEATH;
+        // Nonblocking: a FIFO is opened without waiting for a writer, then
+        // refused as no regular file.
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+        let file =
+            rustix::fs::openat2(&workdir, path.join("/"), flags, Mode::empty(), resolve).ok()?;
+        let stat = rustix::fs::fstat(&file).ok()?;
+        let regular = FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile;
+        regular.then(|| (std::fs::File::from(file), stat))
+    }
+}
+
 /// The directories a request's preopens were opened through: for each
 /// root, the identity of the workdir and of every directory below it on
 /// the way down.
@@ -307,6 +334,53 @@ mod tests {
         assert_eq!(reopened, Opened::default());
         // Other exports name other roots.
         assert!(!planes.still(&self::exports(&["old/**"]), &opened));
+        std::fs::remove_dir_all(&workdir).unwrap();
+    }
+
+    /// A repeat of a file's answer finds the file by its path alone: no
+    /// link anywhere below the workdir, nothing outside it, nothing but a
+    /// regular file.
+    #[test]
+    fn a_file_is_found_again_only_by_its_own_path() {
+        let workdir = std::env::temp_dir().join(format!("murmur-open-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&workdir);
+        std::fs::create_dir_all(workdir.join("out/deep")).unwrap();
+        std::fs::write(workdir.join("out/deep/a.txt"), "a").unwrap();
+        std::fs::write(workdir.join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink("deep", workdir.join("out/link")).unwrap();
+        std::os::unix::fs::symlink("../secret", workdir.join("out/up")).unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            workdir.join("out/fifo"),
+            Mode::RUSR | Mode::WUSR,
+        )
+        .unwrap();
+        let planes = Planes {
+            workdir: workdir.clone(),
+            files: None,
+            peer_files: None,
+        };
+        let path = |p: &str| p.split('/').map(String::from).collect::<Vec<_>>();
+        let (_, stat) = planes.open_file(&path("out/deep/a.txt")).unwrap();
+        assert_eq!(stat.st_size, 1);
+        for refused in [
+            "out/link/a.txt",
+            "out/up",
+            "out/fifo",
+            "out/deep",
+            "out/deep/../../secret",
+            "out/./deep/a.txt",
+            "out//deep/a.txt",
+            "out/missing",
+        ] {
+            assert!(planes.open_file(&path(refused)).is_none(), "{refused}");
+        }
+        assert!(
+            planes
+                .open_file(&["out/deep".into(), "a.txt".into()])
+                .is_none()
+        );
+        assert!(planes.open_file(&[]).is_none());
         std::fs::remove_dir_all(&workdir).unwrap();
     }
 

@@ -15,9 +15,9 @@ use wasmtime::Store;
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 
 use crate::bindings::answers::{Answers, FieldLine, Reply, RequestHead};
-use crate::imports::Declared;
 use crate::imports::request_body::BoxedBody;
 use crate::imports::response_stream::{self, HeadSender};
+use crate::imports::{Declared, Depends, FileDeclared};
 use crate::sandbox::request::RequestState;
 
 /// Asks the door `answers` belongs to for its answer to the request `parts`
@@ -48,9 +48,41 @@ pub async fn answer(
     // A body the door did not read is not kept past the call.
     door.body = None;
     let head = door.head.take();
-    let (response, reuse, head) = match (reply?, head) {
+    let sent_file = door.sent_file.take();
+    let (response, depends, head) = match (reply?, head) {
         (Reply::Whole(response), Some(head)) => (response, None, head),
-        (Reply::Reusable(r), Some(head)) => (r.response, Some((r.id_at, r.id_len)), head),
+        (Reply::Reusable(r), Some(head)) => {
+            let (at, len) = (r.id_at as usize, r.id_len as usize);
+            (r.response, Some(Depends::Id { at, len }), head)
+        }
+        (Reply::ReusableFile(r), head) => {
+            let declared = |sent| {
+                Depends::File(FileDeclared {
+                    path: r.file.path,
+                    size: r.file.size,
+                    modified: (r.file.modified_seconds, r.file.modified_nanoseconds),
+                    sent,
+                })
+            };
+            match (r.whole, head, sent_file) {
+                (Some(response), Some(head), None) => (response, Some(declared(None)), head),
+                // Sent through `send-file`: its head is out already.
+                (None, None, Some(((status, headers), sent))) => {
+                    store.data_mut().door.declared = Some(Declared {
+                        status,
+                        headers,
+                        body: Bytes::new(),
+                        depends: declared(Some(sent)),
+                    });
+                    return Ok(());
+                }
+                _ => {
+                    return Err(wasmtime::Error::msg(
+                        "the door declared a file's answer it did not send",
+                    ));
+                }
+            }
+        }
         (Reply::Unread, Some(head)) => {
             let _ = head.send(Err(ErrorCode::InternalError(Some(
                 "the request body could not be read whole".into(),
@@ -70,12 +102,11 @@ pub async fn answer(
         }
     };
     let body = Bytes::from(response.body);
-    let declared = reuse.map(|(id_at, id_len)| Declared {
+    let declared = depends.map(|depends| Declared {
         status: response.status,
         headers: response.headers.clone(),
         body: body.clone(),
-        id_at: id_at as usize,
-        id_len: id_len as usize,
+        depends,
     });
     let length = match parts.method == hyper::Method::HEAD && body.is_empty() {
         // A HEAD's answer names the length its GET's body would have, and
@@ -94,7 +125,7 @@ pub async fn answer(
 }
 
 /// The `content-length` an answer's headers name, if one does.
-fn declared_length(headers: &[(String, String)]) -> Option<usize> {
+pub fn declared_length(headers: &[(String, String)]) -> Option<usize> {
     headers
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))

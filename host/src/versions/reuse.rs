@@ -43,7 +43,13 @@ use hyper::http::request::Parts;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::imports::{Declared, Reads};
+use http_body_util::{BodyExt, Full};
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+
+use crate::imports::response_stream;
+use crate::imports::{Declared, Depends, FileDeclared, Reads};
+use crate::manifest::planes::Planes;
+use crate::sandbox::one_call::declared_length;
 use crate::session::Session;
 
 /// Bytes of answers a door version keeps, by default (`--reuse-bytes`).
@@ -144,6 +150,58 @@ struct Entry {
     generation: u64,
     /// How much of its key is its request's head.
     head: usize,
+    /// The file it was made of, for a file's answer.
+    file: Option<KeptFile>,
+}
+
+/// The file a file's answer was made of, as the host found it when it kept
+/// the answer: a repeat is answered while the same path reaches the same
+/// file, of the same size and last change.
+#[derive(Clone, Debug)]
+struct KeptFile {
+    path: Vec<String>,
+    identity: FileIdentity,
+    /// The range of it the body is; None for a whole answer (a HEAD, a
+    /// 304), sent as kept.
+    range: Option<(u64, u64)>,
+}
+
+/// What a file's answer depends on of the file: its device and inode, and
+/// its size and last change to the nanosecond.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileIdentity {
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified: (u64, u32),
+}
+
+impl FileIdentity {
+    fn of(stat: &rustix::fs::Stat) -> Option<FileIdentity> {
+        Some(FileIdentity {
+            device: stat.st_dev,
+            inode: stat.st_ino,
+            size: u64::try_from(stat.st_size).ok()?,
+            modified: (
+                u64::try_from(stat.st_mtime).ok()?,
+                u32::try_from(stat.st_mtime_nsec).ok()?,
+            ),
+        })
+    }
+}
+
+/// The file `declared` names, found again by its path as a repeat will
+/// find it, when it is the file the door read: the size and last change
+/// the door saw, and the very file it opened for the bytes it sent.
+fn found(planes: &Planes, declared: &FileDeclared) -> Option<FileIdentity> {
+    let (_, stat) = planes.open_file(&declared.path)?;
+    let identity = FileIdentity::of(&stat)?;
+    let seen = (identity.size, identity.modified) == (declared.size, declared.modified);
+    let opened = match &declared.sent {
+        Some(sent) => FileIdentity::of(&rustix::fs::fstat(&*sent.file).ok()?)?,
+        None => identity,
+    };
+    (seen && opened == identity).then_some(identity)
 }
 
 /// A request's head as the kept answers know it: its method, path and
@@ -208,6 +266,20 @@ impl Request {
         key.extend_from_slice(&body[..at]);
         key.extend_from_slice(&body[at + len..]);
         Some(Request { key, head, id })
+    }
+}
+
+impl Request {
+    /// A request without a body (a GET or HEAD of a plane's file), as
+    /// [`Request::of`].
+    pub fn bodiless(Head(mut key): Head) -> Request {
+        let head = key.len();
+        key.push(0xfe);
+        Request {
+            key,
+            head,
+            id: Vec::new(),
+        }
     }
 }
 
@@ -299,11 +371,25 @@ pub struct KeepAs {
 
 impl KeepAs {
     /// The request as looked up, or made of `parts` and the body the door
-    /// read.
+    /// read (a GET or HEAD without one, when it read none).
     pub fn request(self, parts: &Parts, body: Option<&Bytes>) -> Option<Request> {
         let client = self.client;
-        self.request.or_else(|| Request::of(parts, client, body?))
+        self.request.or_else(|| match body {
+            Some(body) => Request::of(parts, client, body),
+            None => bodiless(parts).then(|| Request::bodiless(Head::of(parts, client))),
+        })
     }
+}
+
+/// Whether `parts` is a GET or HEAD that declares no body: such a request
+/// is all head.
+pub fn bodiless(parts: &Parts) -> bool {
+    let headers = &parts.headers;
+    matches!(parts.method, hyper::Method::GET | hyper::Method::HEAD)
+        && !headers.contains_key(hyper::header::TRANSFER_ENCODING)
+        && headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .is_none_or(|length| length.as_bytes() == b"0")
 }
 
 /// A kept answer, as sent again.
@@ -312,8 +398,37 @@ pub struct Reused {
     pub status: u16,
     /// Its header lines.
     pub headers: Vec<(String, String)>,
-    /// Its body, with the repeat's id.
-    pub body: Bytes,
+    /// Its body: bytes with the repeat's id, or a range of a file.
+    pub body: ReusedBody,
+}
+
+/// The body of a kept answer, as sent again.
+pub enum ReusedBody {
+    /// Its bytes, and the length its `content-length` names (a HEAD's
+    /// names its GET's).
+    Bytes(Bytes, usize),
+    /// `length` bytes of `file` from `offset`, read as they are sent.
+    File(Arc<std::fs::File>, u64, u64),
+}
+
+impl Reused {
+    /// The response that sends it, or None when its head is refused (then
+    /// the door answers).
+    pub fn response(self) -> Option<hyper::Response<HyperOutgoingBody>> {
+        let (length, body) = match self.body {
+            ReusedBody::Bytes(bytes, length) => (
+                length,
+                Full::new(bytes)
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            ),
+            ReusedBody::File(file, offset, length) => (
+                usize::try_from(length).ok()?,
+                response_stream::file_bytes(file, offset, length),
+            ),
+        };
+        response_stream::response(self.status, self.headers, Some(length), body).ok()
+    }
 }
 
 impl Reuse {
@@ -375,60 +490,125 @@ impl Reuse {
             .filter(|_| tokens_hold)
         {
             Some(now) => entry.since = now,
-            None => {
-                memo.remove(&request.key, None);
-                self.counts.dropped.fetch_add(1, Ordering::Relaxed);
-                self.counts.misses.fetch_add(1, Ordering::Relaxed);
-                return None;
-            }
+            None => return self.dropped(memo, request, None),
         }
-        let mut body =
-            BytesMut::with_capacity(entry.before.len() + request.id.len() + entry.after.len());
-        body.put_slice(&entry.before);
-        body.put_slice(&request.id);
-        body.put_slice(&entry.after);
-        // The id's length may differ from the one the door wrote.
-        let length = body.len().to_string();
-        let headers = entry
-            .headers
-            .iter()
-            .map(
-                |(name, value)| match name.eq_ignore_ascii_case("content-length") {
-                    true => (name.clone(), length.clone()),
-                    false => (name.clone(), value.clone()),
-                },
-            )
-            .collect();
+        let (status, headers) = (entry.status, entry.headers.clone());
+        let Some(file) = entry.file.clone() else {
+            let body = self.spliced(entry, &request.id);
+            let length = body.len();
+            // The id's length may differ from the one the door wrote.
+            let headers = with_length(headers, length);
+            return Some(Reused {
+                status,
+                headers,
+                body: ReusedBody::Bytes(body, length),
+            });
+        };
+        let generation = entry.generation;
+        // The file is looked at without the answers locked.
+        drop(memo);
+        let found = session.planes.open_file(&file.path).filter(|(_, stat)| {
+            FileIdentity::of(stat).is_some_and(|identity| identity == file.identity)
+        });
+        let Some((opened, _)) = found else {
+            return self.dropped(self.lock(), request, Some(generation));
+        };
         self.counts.hits.fetch_add(1, Ordering::Relaxed);
         self.recent_hits.fetch_add(1, Ordering::Relaxed);
+        let body = match file.range {
+            Some((offset, length)) => ReusedBody::File(Arc::new(opened), offset, length),
+            // A HEAD names its GET's length; a 304 names none.
+            None => ReusedBody::Bytes(Bytes::new(), declared_length(&headers).unwrap_or(0)),
+        };
         Some(Reused {
-            status: entry.status,
+            status,
             headers,
-            body: body.freeze(),
+            body,
         })
     }
 
+    /// `entry`'s body with `id` in place of the door's, counted a hit.
+    fn spliced(&self, entry: &Entry, id: &[u8]) -> Bytes {
+        let mut body = BytesMut::with_capacity(entry.before.len() + id.len() + entry.after.len());
+        body.put_slice(&entry.before);
+        body.put_slice(id);
+        body.put_slice(&entry.after);
+        self.counts.hits.fetch_add(1, Ordering::Relaxed);
+        self.recent_hits.fetch_add(1, Ordering::Relaxed);
+        body.freeze()
+    }
+
+    /// Drops the answer kept for `request` (when it is still the one of
+    /// `generation`), which no longer holds: a miss.
+    fn dropped(
+        &self,
+        mut memo: std::sync::MutexGuard<'_, Memo>,
+        request: &Request,
+        generation: Option<u64>,
+    ) -> Option<Reused> {
+        if memo.remove(&request.key, generation) {
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        self.counts.misses.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
     /// Keeps `declared`, the answer to `request`, when the door's `reads`
-    /// let it stand for a repeat and the id it names is the request's:
-    /// whether it was kept.
-    pub fn keep(&self, request: Request, declared: Declared, reads: Reads) -> bool {
-        let id = declared
-            .body
-            .get(declared.id_at..declared.id_at.saturating_add(declared.id_len));
+    /// let it stand for a repeat and what it depends on is as the door
+    /// says: the id it names is the request's, or the file it names is the
+    /// one it read (found again in `planes`). Whether it was kept.
+    pub fn keep(
+        &self,
+        request: Request,
+        declared: Declared,
+        reads: Reads,
+        planes: &Planes,
+    ) -> bool {
         let store_read = !reads.tasks.is_empty() || reads.listing;
-        if reads.other
-            || declared.status != 200
-            || id != Some(request.id.as_slice())
-            || store_read && reads.tasks_since.is_none()
-        {
+        if reads.other || store_read && reads.tasks_since.is_none() {
             return false;
         }
+        let (before, after, file) = match &declared.depends {
+            Depends::Id { at, len } => {
+                let id = declared.body.get(*at..at.saturating_add(*len));
+                if declared.status != 200 || id != Some(request.id.as_slice()) {
+                    return false;
+                }
+                (
+                    declared.body.slice(..*at),
+                    declared.body.slice(at + len..),
+                    None,
+                )
+            }
+            Depends::File(file) => {
+                if !matches!(declared.status, 200 | 206 | 304) || !request.id.is_empty() {
+                    return false;
+                }
+                let Some(identity) = found(planes, file) else {
+                    return false;
+                };
+                let range = file.sent.as_ref().map(|sent| (sent.offset, sent.length));
+                let path = file.path.clone();
+                (
+                    declared.body.clone(),
+                    Bytes::new(),
+                    Some(KeptFile {
+                        path,
+                        identity,
+                        range,
+                    }),
+                )
+            }
+        };
         let head: usize = declared
             .headers
             .iter()
             .map(|(name, value)| name.len() + value.len())
             .sum();
-        let bytes = ENTRY_BYTES + request.key.len() + head + declared.body.len();
+        let path = file
+            .as_ref()
+            .map_or(0, |f| f.path.iter().map(String::len).sum());
+        let bytes = ENTRY_BYTES + request.key.len() + head + declared.body.len() + path;
         let max = self.max_bytes.load(Ordering::Relaxed);
         if bytes > max / 8 {
             return false;
@@ -439,8 +619,8 @@ impl Reuse {
         let entry = Entry {
             status: declared.status,
             headers: declared.headers,
-            before: declared.body.slice(..declared.id_at),
-            after: declared.body.slice(declared.id_at + declared.id_len..),
+            before,
+            after,
             since: reads.tasks_since.unwrap_or(0),
             tasks: reads.tasks,
             listing: reads.listing,
@@ -448,6 +628,7 @@ impl Reuse {
             bytes,
             generation,
             head: request.head,
+            file,
         };
         memo.remove(&request.key, None);
         let key: Arc<[u8]> = request.key.into();
@@ -505,6 +686,20 @@ impl Reuse {
     fn lock(&self) -> std::sync::MutexGuard<'_, Memo> {
         self.memo.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// `headers` with their `content-length` naming `length`.
+fn with_length(headers: Vec<(String, String)>, length: usize) -> Vec<(String, String)> {
+    let length = length.to_string();
+    headers
+        .into_iter()
+        .map(
+            |(name, value)| match name.eq_ignore_ascii_case("content-length") {
+                true => (name, length.clone()),
+                false => (name, value),
+            },
+        )
+        .collect()
 }
 
 #[cfg(test)]
