@@ -10,50 +10,57 @@
 #            changes between every two polls.
 # A poll that finds nothing must cost no more than one without kept answers.
 #
-# Usage: bench/reuse.sh [seconds] [connections]   (default 5 s, 16 connections)
+# Both doors run side by side, and the four loads alternate, round after
+# round, so a drift of the machine falls on all of them alike; the report
+# gives each round and the median.
+#
+# Usage: bench/reuse.sh [seconds] [connections] [rounds]
+#   (default 3 s a load, 16 connections, 5 rounds)
 #   MURMUR_DOOR_BIN=path runs that murmur-door instead of building this tree's
+#   BEFORE_BIN=path runs the `none` door from that build, one from before
+#   kept answers (without --reuse-bytes): "today", as a change is measured
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-seconds=${1:-5}
+seconds=${1:-3}
 connections=${2:-16}
+rounds=${3:-5}
 need_wrk
 bin=$(door_binary)
 tmp=$(mktemp -d)
-door_pid=
-trap '[ -n "$door_pid" ] && kill "$door_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 printf 'name: bench\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n' >"$tmp/bench.yaml"
 
-# cpu_ticks: the door's user and system CPU so far, in clock ticks.
-cpu_ticks() {
-  awk '{print $14 + $15}' "/proc/$door_pid/stat"
-}
-
-# poll LUA: wrk's req/s, p50 and p99 for the requests LUA makes, and the
-# door's CPU a request (wrk shares the cores: the CPU moves less than req/s).
+# poll PID URL LUA: wrk's req/s and the door's CPU a request, in µs (wrk
+# shares the cores: the CPU moves less than req/s), as "rate cpu".
 poll() {
   local before after
-  before=$(cpu_ticks)
-  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s "$1" "$door_url/" >"$tmp/wrk.txt"
-  after=$(cpu_ticks)
+  before=$(awk '{print $14 + $15}' "/proc/$1/stat")
+  wrk -t1 -c"$connections" -d"${seconds}s" -s "$3" "$2/" >"$tmp/wrk.txt"
+  after=$(awk '{print $14 + $15}' "/proc/$1/stat")
   awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
-    '/Requests\/sec/ {rate = $2} /^ *[0-9]+ requests in/ {n = $1} $1 == "50%" {p50 = $2} $1 == "99%" {p99 = $2}
-     END {printf "%\047d req/s, p50 %s, p99 %s, %d µs CPU", rate, p50, p99, ticks / hz * 1e6 / n}' "$tmp/wrk.txt"
+    '/Requests\/sec/ {rate = $2} /^ *[0-9]+ requests in/ {n = $1}
+     END {printf "%d %d", rate, ticks / hz * 1e6 / n}' "$tmp/wrk.txt"
 }
 
-echo "# GetTask polls with and without kept answers, ${seconds} s, ${connections} connections"
-echo
-echo "| Kept answers | repeat | all new |"
-echo "| --- | --- | --- |"
+declare -A url pid
 for setting in kept none; do
   args=()
-  [ "$setting" = none ] && args=(--reuse-bytes 0)
-  start_door "$bin" "$tmp/door-$setting.log" "$tmp/bench.yaml" --listen 127.0.0.1:0 \
-    --state "$tmp/state-$setting" "${args[@]}"
+  binary=$bin
+  if [ "$setting" = none ]; then
+    args=(--reuse-bytes 0)
+    [ -n "${BEFORE_BIN:-}" ] && binary=$BEFORE_BIN && args=()
+  fi
+  start_door "$binary" "$tmp/door-$setting.log" "$tmp/bench.yaml" --listen 127.0.0.1:0 \
+    --state "$tmp/state-$setting" ${args[@]+"${args[@]}"}
+  pids+=("$door_pid")
+  url[$setting]=$door_url
+  pid[$setting]=$door_pid
   task=$(send_task "$door_url")
-  rpc_lua "$tmp/repeat.lua" '{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"'"$task"'"}}'
-  cat >"$tmp/new.lua" <<LUA
+  rpc_lua "$tmp/repeat-$setting.lua" '{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"'"$task"'"}}'
+  cat >"$tmp/new-$setting.lua" <<LUA
 local n = 0
 request = function()
   n = n + 1
@@ -61,10 +68,37 @@ request = function()
   return wrk.format("POST", "/", {["Content-Type"] = "application/json", ["A2A-Version"] = "1.0"}, body)
 end
 LUA
-  repeat=$(poll "$tmp/repeat.lua")
-  new=$(poll "$tmp/new.lua")
-  kill "$door_pid"
-  wait "$door_pid" 2>/dev/null || true
-  door_pid=
-  echo "| $setting | $repeat | $new |"
 done
+
+echo "# GetTask polls with and without kept answers: ${seconds} s a load, ${connections} connections, ${rounds} rounds"
+echo
+echo "req/s and the door's CPU a request, each round, then the median."
+echo
+echo "| Round | repeat, kept | repeat, none | all new, kept | all new, none |"
+echo "| --- | --- | --- | --- | --- |"
+loads=("repeat kept" "repeat none" "new kept" "new none")
+for round in $(seq "$rounds"); do
+  row=()
+  # Every other round runs the loads in the other order.
+  order=(0 1 2 3)
+  [ $((round % 2)) = 0 ] && order=(1 0 3 2)
+  for i in "${order[@]}"; do
+    read -r load setting <<<"${loads[$i]}"
+    result=$(poll "${pid[$setting]}" "${url[$setting]}" "$tmp/$load-$setting.lua")
+    echo "$result" >>"$tmp/results-$i"
+    row[i]=$result
+  done
+  printf '| %s |' "$round"
+  for i in 0 1 2 3; do
+    read -r rate cpu <<<"${row[$i]}"
+    printf " %'d req/s, %d µs |" "$rate" "$cpu"
+  done
+  echo
+done
+printf '| median |'
+for i in 0 1 2 3; do
+  rate=$(cut -d' ' -f1 "$tmp/results-$i" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
+  cpu=$(cut -d' ' -f2 "$tmp/results-$i" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
+  printf " %'d req/s, %d µs |" "$rate" "$cpu"
+done
+echo

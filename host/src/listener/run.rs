@@ -166,7 +166,7 @@ fn keep_declared(
     let Some(declared) = door.declared.take() else {
         return;
     };
-    if door.changed.load(std::sync::atomic::Ordering::Relaxed) {
+    if door.changed.load(std::sync::atomic::Ordering::Relaxed) || !reuse.keeps() {
         return;
     }
     if let Some(request) = keep_as.request(parts, body.as_ref()) {

@@ -591,8 +591,8 @@ impl Server {
                 let failure = Failure::Guest("the request body could not be read".into(), None);
                 (failure.response(&tally).map(Answer::host), false)
             }
-            Repeat::Run(body, request) => {
-                let run = (serving, owner, KeepAs { client, request });
+            Repeat::Run(body, keep_as) => {
+                let run = (serving, owner, keep_as);
                 let request = Request::from_parts(parts, body);
                 (
                     self.admitted(request, caller, run, cache, &tally).await,
@@ -720,7 +720,7 @@ impl Server {
                 let failure = Failure::Guest("the request body could not be read".into(), None);
                 return failure.response(&tally);
             }
-            Repeat::Run(body, request) => (body, KeepAs { client, request }),
+            Repeat::Run(body, keep_as) => (body, keep_as),
         };
         let request = Request::from_parts(parts, body);
         let slot = Slot::unlimited();
@@ -759,14 +759,22 @@ impl Server {
         let small = length.is_some_and(|length| length <= reuse::MAX_BODY);
         // A small POST (a JSON-RPC read), or a GET or HEAD of a plane's file.
         let planed = planes::plane_of(parts.uri.path()).is_some() && reuse::bodiless(parts);
-        if !(parts.method == hyper::Method::POST && small || planed) {
-            return Repeat::Run(body.boxed_unsync(), None);
+        let unkept = KeepAs {
+            client,
+            ..KeepAs::default()
+        };
+        if !(parts.method == hyper::Method::POST && small || planed)
+            || !reuse.holds_any()
+            || !reuse.samples()
+        {
+            return Repeat::Run(body.boxed_unsync(), unkept);
         }
         // Kept under the head the door was asked with.
         self.address(parts);
         let head = reuse::Head::of(parts, client);
         if !reuse.looks_up(&head) {
-            return Repeat::Run(body.boxed_unsync(), None);
+            let head = Some(head);
+            return Repeat::Run(body.boxed_unsync(), KeepAs { head, ..unkept });
         }
         let (request, body) = match planed {
             true => (Some(reuse::Request::bodiless(head)), body.boxed_unsync()),
@@ -787,7 +795,7 @@ impl Server {
         if let Some(response) = kept.and_then(reuse::Reused::response) {
             return Repeat::Answered(response);
         }
-        Repeat::Run(body, request)
+        Repeat::Run(body, KeepAs { request, ..unkept })
     }
 
     /// Runs an instance of the door version `serving` holds, in `slot`: one
@@ -949,8 +957,8 @@ fn content_length(parts: &Parts) -> Option<usize> {
 enum Repeat {
     /// A repeat of an answer the version keeps, answered again.
     Answered(Response<HyperOutgoingBody>),
-    /// The body to run the door on, and the request as looked up.
-    Run(BoxedBody, Option<reuse::Request>),
+    /// The body to run the door on, and what its answer is kept under.
+    Run(BoxedBody, KeepAs),
     /// The body could not be read whole (too large, too slow, cut).
     Unread,
 }

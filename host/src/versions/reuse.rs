@@ -1,6 +1,7 @@
 //! Answers a door version declared reusable (`murmur:door/answer`'s
-//! `reusable`: a GetTask or ListTasks result), kept and sent again without
-//! an instance while what they depend on holds (`--reuse-bytes`).
+//! `reusable`: a GetTask or ListTasks result; `reusable-file`: a file of
+//! the operator plane), kept and sent again without an instance while what
+//! they depend on holds (`--reuse-bytes`).
 //!
 //! An answer is kept under its request: the method, the path and every
 //! header line as sent (`content-length` aside, which the body fixes), the
@@ -14,7 +15,11 @@
 //! - no member token was minted or revoked since it verified a token;
 //! - the session is not closing;
 //! - its door version is live: each version keeps its own answers, and a
-//!   swap, a rollback or a trap of the version drops them.
+//!   swap, a rollback or a trap of the version drops them;
+//! - for a file, its path, opened again beneath the workdir with no link
+//!   followed (`openat2`), reaches the very file the door read: the same
+//!   device, inode, size and last change to the nanosecond. Its bytes are
+//!   read then, from that file.
 //!
 //! The host never guesses what an answer depends on: it keeps only what the
 //! door declared, and only when the door did nothing beside reading a task,
@@ -30,8 +35,9 @@
 //! path, header lines, client), so a caller whose token is refused (it has
 //! no answer kept) is refused before its body as without; the door then
 //! reads the host's copy. While lookups mostly miss, one request in
-//! [`SAMPLE`] is looked up, so a poll that never finds its answer costs
-//! about what it costs with nothing kept.
+//! [`SAMPLE`] is looked up and one declared answer in [`SAMPLE`] kept, so
+//! a poll that never finds its answer costs about what it costs with
+//! nothing kept; until an answer is kept, no request is looked up at all.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -92,6 +98,8 @@ pub struct Reuse {
     /// those looked up were found (see [`SAMPLE`]).
     recent: AtomicU64,
     recent_hits: AtomicU64,
+    /// Answers declared reusable, counted for [`Reuse::keeps`].
+    declared: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -367,16 +375,25 @@ pub struct KeepAs {
     pub client: Option<IpAddr>,
     /// The request, when the host looked it up before the door ran.
     pub request: Option<Request>,
+    /// Its head, when the host made it before the door ran.
+    pub head: Option<Head>,
 }
 
 impl KeepAs {
     /// The request as looked up, or made of `parts` and the body the door
     /// read (a GET or HEAD without one, when it read none).
     pub fn request(self, parts: &Parts, body: Option<&Bytes>) -> Option<Request> {
-        let client = self.client;
-        self.request.or_else(|| match body {
-            Some(body) => Request::of(parts, client, body),
-            None => bodiless(parts).then(|| Request::bodiless(Head::of(parts, client))),
+        let KeepAs {
+            client,
+            request,
+            head,
+        } = self;
+        request.or_else(|| {
+            let head = || head.unwrap_or_else(|| Head::of(parts, client));
+            match body {
+                Some(body) => Request::with_head(head(), body),
+                None => bodiless(parts).then(|| Request::bodiless(head())),
+            }
         })
     }
 }
@@ -440,6 +457,7 @@ impl Reuse {
             counts,
             recent: AtomicU64::new(0),
             recent_hits: AtomicU64::new(0),
+            declared: AtomicU64::new(0),
         }
     }
 
@@ -450,14 +468,18 @@ impl Reuse {
         self.evict(&mut memo);
     }
 
-    /// Whether a request of `head` is looked up: when an answer is kept
-    /// for a request of the same head (only then is a body read before the
-    /// door), and lookups lately found answers, or this one is a sample
-    /// ([`SAMPLE`]).
-    pub fn looks_up(&self, head: &Head) -> bool {
-        if !self.lock().heads.contains_key(&head.0) {
-            return false;
-        }
+    /// Whether any answer is kept: until one is, no request is looked up
+    /// and its head is not made for it.
+    pub fn holds_any(&self) -> bool {
+        !self.lock().heads.is_empty()
+    }
+
+    /// Whether a request that may be a repeat is looked up: every one while
+    /// lookups lately found answers, one in [`SAMPLE`] while they mostly
+    /// miss (every poll finds its task changed, or every request is new).
+    /// Asked before the request's head is made: a request not looked up
+    /// costs two counts.
+    pub fn samples(&self) -> bool {
         let recent = self.recent.fetch_add(1, Ordering::Relaxed) + 1;
         let hits = self.recent_hits.load(Ordering::Relaxed);
         if recent >= WINDOW {
@@ -466,6 +488,27 @@ impl Reuse {
         }
         // The first few of a version are all looked up.
         (hits + 1) * SAMPLE >= recent || recent.is_multiple_of(SAMPLE)
+    }
+
+    /// Whether an answer is kept for a request of `head`: only then is a
+    /// body read before the door, so a caller refused a token (it has no
+    /// answer kept) is refused before its body, as without.
+    pub fn looks_up(&self, head: &Head) -> bool {
+        self.lock().heads.contains_key(&head.0)
+    }
+
+    /// Whether an answer the door just declared reusable is kept: every
+    /// one while lookups lately found answers, one in [`SAMPLE`] while they
+    /// mostly miss (every request is new, or finds its task changed), so
+    /// keeping what is never asked again costs little.
+    pub fn keeps(&self) -> bool {
+        if self.max_bytes.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        let recent = self.recent.load(Ordering::Relaxed);
+        let hits = self.recent_hits.load(Ordering::Relaxed);
+        (hits + 1) * SAMPLE >= recent
+            || (self.declared.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(SAMPLE)
     }
 
     /// The answer kept for `request`, with its id, if it still holds.
