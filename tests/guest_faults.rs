@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::tempdir::TempDir;
+use murmur_door_host::accept;
 use murmur_door_host::engine::{self, Door, MAX_INSTANCES};
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::request::Limits;
@@ -89,7 +90,7 @@ fn serve_limited(
                     .with_limits(limits)
                     .with_http_limits(http),
             );
-            tokio::spawn(server.serve(listener));
+            tokio::spawn(accept::serve(server, listener));
             addrs.push(addr.to_string());
         }
         addrs

@@ -39,6 +39,11 @@ impl Drop for Hosted {
 /// Writes the manifests and a capsules file of `entries` (YAML flow
 /// mappings) in a fresh directory.
 fn files(entries: &[&str]) -> (TempDir, PathBuf) {
+    files_with("", entries)
+}
+
+/// As [`files`], the file's top-level keys beside `control` in `top`.
+fn files_with(top: &str, entries: &[&str]) -> (TempDir, PathBuf) {
     let dir = TempDir::new("host");
     std::fs::write(dir.path().join("alpha.yaml"), PUBLIC).unwrap();
     for name in ["beta", "gamma"] {
@@ -48,7 +53,7 @@ fn files(entries: &[&str]) -> (TempDir, PathBuf) {
         )
         .unwrap();
     }
-    let mut file = String::from("control: {listen: 127.0.0.1:0}\ncapsules:\n");
+    let mut file = format!("control: {{listen: 127.0.0.1:0}}\n{top}capsules:\n");
     for entry in entries {
         file.push_str(&format!("  - {entry}\n"));
     }
@@ -79,7 +84,11 @@ const THREE: [&str; 3] = [
 
 /// Launches a host of `entries` and waits for its control listener.
 fn launch(entries: &[&str], extra: &[&str]) -> Hosted {
-    let (dir, path) = files(entries);
+    launch_file(files(entries), extra)
+}
+
+/// Launches the host of the capsules file `(dir, path)`.
+fn launch_file((dir, path): (TempDir, PathBuf), extra: &[&str]) -> Hosted {
     let mut child = command(&path, extra).spawn().unwrap();
     let stderr = common::stderr_lines(&mut child);
     let mut urls = HashMap::new();
@@ -1058,4 +1067,252 @@ fn a_memory_hog_capsule_costs_only_its_requests() {
         assert_eq!(card(&faulty.good).status, 200);
     }
     faulty.runtime.block_on(faulty.host.close());
+}
+
+/// `method path` to the host's shared listener `addr`, for the host name
+/// `host` (no Host header when None), on a connection of its own.
+fn by_host(
+    addr: &str,
+    host: Option<&str>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nconnection: close\r\n");
+    if let Some(host) = host {
+        head.push_str(&format!("host: {host}\r\n"));
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if method == "POST" {
+        head.push_str(&format!("content-length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    common::exchange(addr, head.as_bytes(), body)
+}
+
+/// A JSON-RPC call to the capsule `host` names on the shared listener.
+fn rpc_by_host(addr: &str, host: &str, token: &str, body: &Value) -> Reply {
+    let auth = format!("Bearer {token}");
+    by_host(
+        addr,
+        Some(host),
+        "POST",
+        "/",
+        &[
+            ("content-type", "application/json"),
+            ("a2a-version", "1.0"),
+            ("authorization", &auth),
+        ],
+        body.to_string().as_bytes(),
+    )
+}
+
+/// A host of beta and gamma by host name on its shared listener, and alpha
+/// on a port of its own; the shared listener's address and port.
+fn launch_shared() -> (Hosted, String, String) {
+    let host = launch_file(
+        files_with(
+            "listen: 127.0.0.1:0\n",
+            &[
+                "{manifest: beta.yaml, hostnames: [beta.example.com], state: beta}",
+                "{manifest: gamma.yaml, hostnames: [gamma.example.com, g.example.com], state: gamma}",
+                "{manifest: alpha.yaml, listen: 127.0.0.1:0, state: alpha}",
+            ],
+        ),
+        &[],
+    );
+    let shared = host.capsules()["listen"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
+    let port = shared.rsplit(':').next().unwrap().to_string();
+    (host, shared, port)
+}
+
+/// The card of the capsule `name` names on the shared listener `shared`.
+fn card_by_host(shared: &str, name: Option<&str>) -> Reply {
+    by_host(
+        shared,
+        name,
+        "GET",
+        "/.well-known/agent-card.json",
+        &[],
+        b"",
+    )
+}
+
+/// Issue 37, "Many capsules on one port": a request on the shared listener
+/// reaches the capsule its Host names, port and case aside; a host name no
+/// capsule claims, or none, gets one 404 naming no capsule. Capsules by
+/// host name and by port mix in one file.
+#[test]
+fn capsules_on_one_port_are_reached_by_host_name() {
+    let (host, shared, port) = launch_shared();
+    let listed = host.capsules();
+    assert_eq!(host.urls["beta"], format!("beta.example.com:{port}"));
+    assert_eq!(host.urls["gamma"], format!("gamma.example.com:{port}"));
+    assert_ne!(host.urls["alpha"], shared);
+    let by_name = |c: &str| {
+        listed["capsules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == c)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        by_name("gamma")["hostnames"],
+        json!(["gamma.example.com", "g.example.com"])
+    );
+    assert_eq!(by_name("alpha")["hostnames"], json!([]));
+
+    let card = |name: Option<&str>| {
+        by_host(
+            &shared,
+            name,
+            "GET",
+            "/.well-known/agent-card.json",
+            &[],
+            b"",
+        )
+    };
+    for (name, capsule) in [
+        ("beta.example.com", "beta"),
+        ("gamma.example.com", "gamma"),
+        ("GAMMA.Example.Com:1", "gamma"),
+        ("g.example.com.", "gamma"),
+    ] {
+        let reply = card(Some(name));
+        assert_eq!(reply.status, 200, "{name}");
+        let card = reply.json();
+        assert_eq!(card["name"], capsule, "{name}");
+        // The card names the capsule's first host name on the shared port.
+        assert_eq!(
+            card["supportedInterfaces"][0]["url"],
+            format!("http://{capsule}.example.com:{port}")
+        );
+    }
+    // One refusal for every request no capsule is claimed for.
+    let alpha_by_port = host.urls["alpha"].clone();
+    let unknown = [
+        card(Some("alpha.example.com")),
+        card(Some(&alpha_by_port)),
+        card(Some(&shared)),
+        card(Some("beta.example.com.evil")),
+        card(None),
+        by_host(&shared, Some("nobody.example"), "POST", "/", &[], b"{}"),
+    ];
+    for reply in &unknown {
+        assert_eq!(reply.status, 404);
+        assert_eq!(reply.header("content-type"), Some("application/json"));
+        assert_eq!(
+            reply.text(),
+            r#"{"error":"unknown_host","message":"no capsule is served under this host name"}"#
+        );
+    }
+}
+
+/// Issue 37, "Many capsules on one port": the same token sent to two
+/// capsules on one port opens only its own, and one capsule's task is none
+/// of another's; capsules are added, refused on a host name's clash,
+/// removed and counted as on ports.
+#[test]
+fn a_capsule_on_a_shared_port_is_reached_only_by_its_own_names() {
+    let (host, shared, port) = launch_shared();
+    let card = |name: Option<&str>| card_by_host(&shared, name);
+    // The same token to both: it opens its own capsule only.
+    let beta = host.tokens("beta")["operator"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gamma = host.tokens("gamma")["operator"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m-1", "parts": [{"text": "hello"}]}, "configuration": {"returnImmediately": true}}});
+    let sent = rpc_by_host(&shared, "beta.example.com", &beta, &send);
+    assert_eq!(sent.status, 200, "{}", sent.text());
+    let task = sent.json()["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let get = json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task}});
+    assert_eq!(
+        rpc_by_host(&shared, "beta.example.com", &beta, &get).json()["result"]["id"],
+        task
+    );
+    assert_eq!(
+        rpc_by_host(&shared, "gamma.example.com", &beta, &get).status,
+        401
+    );
+    assert_eq!(
+        rpc_by_host(&shared, "g.example.com", &beta, &get).status,
+        401
+    );
+    // Reference, "GetTask": a task of another capsule is not found here.
+    let missing = rpc_by_host(&shared, "gamma.example.com", &gamma, &get).json();
+    assert_eq!(missing["error"]["code"], -32001);
+    assert_eq!(
+        rpc_by_host(&shared, "beta.example.com", &gamma, &get).status,
+        401
+    );
+
+    // Added at run time; a host name claimed twice is refused.
+    let entry = json!({"name": "delta", "manifest": "beta.yaml", "hostnames": ["Delta.example.com"], "state": "delta"});
+    let reply = host.control("POST", "/capsules", entry.to_string().as_bytes());
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(
+        reply.json()["url"],
+        format!("http://delta.example.com:{port}")
+    );
+    assert_eq!(card(Some("delta.example.com")).json()["name"], "beta");
+    let clash = json!({"name": "epsilon", "manifest": "beta.yaml", "hostnames": ["x.example", "BETA.example.com"], "state": "epsilon"});
+    let reply = host.control("POST", "/capsules", clash.to_string().as_bytes());
+    assert_eq!(reply.status, 422);
+    assert_eq!(
+        reply.json()["message"],
+        "capsule epsilon: hostnames: another capsule has the host name beta.example.com"
+    );
+    assert_eq!(card(Some("x.example")).status, 404);
+
+    // Removed: its host names reach no capsule; the others still answer.
+    assert_eq!(host.control("DELETE", "/capsules/beta", b"").status, 200);
+    let gone = card(Some("beta.example.com"));
+    assert_eq!(gone.status, 404);
+    assert_eq!(gone.body, card(Some("nobody.example")).body);
+    assert_eq!(card(Some("gamma.example.com")).json()["name"], "gamma");
+    assert_eq!(host.card("alpha").json()["name"], "alpha");
+
+    // Counted per capsule, as on ports: gamma's card, two refused tokens
+    // and one GetTask.
+    let metrics = host.control("GET", "/metrics", b"").text();
+    assert!(
+        metrics.lines().any(|l| l
+            == r#"murmur_door_requests_total{capsule="gamma",method="card",status="200",rpc_code="none"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.lines().any(|l| l
+            == r#"murmur_door_requests_total{capsule="gamma",method="other",status="401",rpc_code="none"} 2"#),
+        "{metrics}"
+    );
+}
+
+/// Issue 37: capsules by host name need the host's shared listener.
+#[test]
+fn host_names_need_a_shared_listener() {
+    let host = launch(&THREE[..1], &[]);
+    let entry = json!({"name": "delta", "manifest": "beta.yaml", "hostnames": ["delta.example.com"], "state": "delta"});
+    let reply = host.control("POST", "/capsules", entry.to_string().as_bytes());
+    assert_eq!(reply.status, 422);
+    assert_eq!(
+        reply.json()["message"],
+        "capsule delta: hostnames: the host has no shared listener (the capsules file's top-level listen)"
+    );
+    assert_eq!(host.capsules()["listen"], Value::Null);
 }

@@ -78,6 +78,8 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["answer"],
             &["run"],
             &["server"],
+            &["hostnames"],
+            &["accept"],
         ],
     ),
     // The capsules file, a capsule's door, a host of them, its control.

@@ -28,7 +28,7 @@ pub mod session;
 mod versions;
 
 pub use hosting::{capsule, host, host_control, roster};
-pub use listener::{admission, connections, proxies, server};
+pub use listener::{accept, admission, connections, hostnames, proxies, server};
 pub use sandbox::{cache, cpu, engine, memory, request};
 pub use session::{agents, handles, tasks};
 pub use versions::{control, reuse, swap};

@@ -29,7 +29,7 @@ use murmur_door_host::memory;
 use murmur_door_host::proxies::{self, TrustedProxies};
 use murmur_door_host::request;
 use murmur_door_host::reuse;
-use murmur_door_host::roster::{self, Entry, Roster};
+use murmur_door_host::roster::{self, Entry, Listen, Roster};
 use murmur_door_host::server;
 use murmur_door_host::swap;
 use murmur_door_host::tasks::events::{DEFAULT_REPLAY_BUFFER, DEFAULT_REPLAY_BUFFER_BYTES, Replay};
@@ -434,7 +434,7 @@ fn main() -> ExitCode {
                     manifest: loaded,
                     workdir,
                     task,
-                    listen,
+                    listen: Listen::Port(listen),
                     public_url,
                     state_key: state.clone(),
                     state,
@@ -553,6 +553,7 @@ async fn serve(entry: Entry, mut settings: Settings) -> anyhow::Result<()> {
         entry,
         agent: settings.agent,
         replay: settings.replay,
+        shared: None,
     };
     let (limits, http, max_component_bytes) =
         (settings.limits, settings.http, settings.max_component_bytes);
@@ -621,6 +622,15 @@ async fn host(
         Host::new(door, source, limits, settings.agent, settings.replay)
             .with_trusted_proxies(settings.trusted_proxies),
     );
+    // The shared listener is open before the capsules reached on it: their
+    // cards name its port.
+    if let Some(listen) = roster.listen {
+        let listener = TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        let url = host.listen_by_hostname(listener)?;
+        tracing::info!(%url, "shared listener open for capsules by host name");
+    }
     for entry in roster.capsules {
         let name = entry.name.clone();
         if let Err(e) = host.add(entry).await {

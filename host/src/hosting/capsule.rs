@@ -10,7 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
-use crate::hosting::roster::Entry;
+use crate::hosting::roster::{Entry, Listen};
+use crate::listener::accept;
 use crate::listener::server::Server;
 use crate::sandbox::engine::Door;
 use crate::session::Session;
@@ -28,6 +29,9 @@ pub struct CapsuleConfig {
     pub agent: Arc<dyn Agent>,
     /// What the session's replay buffer keeps, for streams that reconnect.
     pub replay: Replay,
+    /// The host's shared listener, where an entry of host names is reached
+    /// (the host routes its requests; the capsule opens no listener).
+    pub shared: Option<SocketAddr>,
 }
 
 /// A capsule's door, answering.
@@ -36,18 +40,24 @@ pub struct Capsule {
     pub server: Arc<Server>,
     /// The session it keeps: its tasks, tokens and task store.
     pub session: Arc<Session>,
-    /// Where it listens, `http://ADDR`: its card's
+    /// Where it listens, `http://ADDR` (`http://NAME:PORT` on a host's
+    /// shared listener, NAME its first host name): its card's
     /// `supportedInterfaces[0].url` unless it has a public URL.
     pub url: String,
     /// The id of the launch's own task, when this launch started one.
     pub launch_task: Option<String>,
-    serving: tokio::task::JoinHandle<()>,
+    /// The host names it is reached by on a host's shared listener; none
+    /// on a listener of its own.
+    pub hostnames: Vec<String>,
+    /// Accepting on its own listener; None on a host's shared listener.
+    serving: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Capsule {
     /// Opens the session `config` names and serves `door` for it on
     /// `config.listen`, the server set up by `configure` (limits, a host's
-    /// shared pool). The tokens and the control token are on disk before
+    /// shared pool). A capsule of host names opens no listener: the host
+    /// routes the shared listener's requests to its server. The tokens and the control token are on disk before
     /// anyone is answered. Fails, with nothing listening, when the state
     /// directory is locked by another door or cannot be opened, the address
     /// is taken, or a file cannot be written.
@@ -73,12 +83,26 @@ impl Capsule {
                 },
             agent,
             replay,
+            shared,
         } = config;
         let opened = Store::open(&state, resume, tasks::now_ms())?;
-        let listener = TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("listening on {listen}"))?;
-        let url = listener_url(listener.local_addr()?);
+        let hostnames = match &listen {
+            Listen::Hostnames(names) => names.clone(),
+            Listen::Port(_) => Vec::new(),
+        };
+        let (listener, url) = match listen {
+            Listen::Port(listen) => {
+                let listener = TcpListener::bind(listen)
+                    .await
+                    .with_context(|| format!("listening on {listen}"))?;
+                let url = listener_url(listener.local_addr()?);
+                (Some(listener), url)
+            }
+            Listen::Hostnames(names) => {
+                let shared = shared.context("host names need the host's shared listener")?;
+                (None, format!("http://{}:{}", names[0], shared.port()))
+            }
+        };
         // The card names the public URL when there is one.
         let card_url = public_url.unwrap_or_else(|| url.clone());
         let session = Arc::new(
@@ -132,13 +156,15 @@ impl Capsule {
                 .with_control(control)
                 .with_name(&name),
         ));
-        let serving = tokio::spawn(server.clone().serve(listener));
+        let serving =
+            listener.map(|listener| tokio::spawn(accept::serve(server.clone(), listener)));
         tracing::info!(capsule = %capsule, %url, "door listening");
         Ok(Capsule {
             server,
             session,
             url,
             launch_task,
+            hostnames,
             serving,
         })
     }
@@ -166,7 +192,9 @@ impl Capsule {
     /// waiting: for a capsule something else still holds.
     pub fn close_now(&self) {
         self.session.close();
-        self.serving.abort();
+        if let Some(serving) = &self.serving {
+            serving.abort();
+        }
         self.server.shut();
     }
 
@@ -179,9 +207,11 @@ impl Capsule {
     /// and a moment for the last bytes to leave, then closes every
     /// connection.
     pub async fn close(self) {
-        self.serving.abort();
-        // Dropped, with its listener, once the abort has taken.
-        let _ = self.serving.await;
+        if let Some(serving) = self.serving {
+            serving.abort();
+            // Dropped, with its listener, once the abort has taken.
+            let _ = serving.await;
+        }
         self.session.close();
         let deadline = tokio::time::Instant::now() + self.server.http_limits().drain;
         while self.server.doors.in_flight() > 0 && tokio::time::Instant::now() < deadline {

@@ -4,9 +4,12 @@
 //! while it runs. Each capsule keeps its own manifest, listener, state
 //! directory (lock, `session.db`, tokens, control token), task hub and event
 //! log; its requests run in stores of their own, drawing on the host's pool
-//! of instances up to the capsule's share.
+//! of instances up to the capsule's share. A capsule listens on a port of
+//! its own, or is one of many on the host's shared listener, reached by the
+//! host names its entry claims ([`crate::listener::hostnames`]).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,9 +20,12 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
+use tokio::net::TcpListener;
 
-use crate::hosting::capsule::{Capsule, CapsuleConfig};
-use crate::hosting::roster::{self, Entry, RosterError};
+use crate::hosting::capsule::{Capsule, CapsuleConfig, listener_url};
+use crate::hosting::roster::{self, Entry, Listen, RosterError};
+use crate::listener::accept::{self, Route};
+use crate::listener::hostnames::Hostnames;
 use crate::listener::metrics::{CapsuleLabel, Metrics};
 use crate::listener::proxies::TrustedProxies;
 use crate::listener::server::{HttpLimits, Shared};
@@ -57,6 +63,17 @@ pub struct Host {
     capsules: Mutex<BTreeMap<String, Hosted>>,
     /// What every capsule's requests add to.
     metrics: Arc<Metrics>,
+    /// The listener capsules are reached on by host name, once there is one.
+    shared_listener: Mutex<Option<SharedListener>>,
+}
+
+/// A host's listener for the capsules reached by host name.
+struct SharedListener {
+    address: SocketAddr,
+    names: Arc<Hostnames>,
+    accepting: tokio::task::JoinHandle<()>,
+    /// Closes its connections, once every capsule has closed.
+    shut: tokio::sync::watch::Sender<bool>,
 }
 
 struct Hosted {
@@ -98,7 +115,49 @@ impl Host {
             door: Mutex::new((door, source)),
             capsules: Mutex::new(BTreeMap::new()),
             metrics: Arc::default(),
+            shared_listener: Mutex::new(None),
         }
+    }
+
+    /// Serves the capsules whose entries name `hostnames` on `listener`, by
+    /// each request's host name; its url. One per host: a second replaces
+    /// nothing and is refused.
+    pub fn listen_by_hostname(&self, listener: TcpListener) -> anyhow::Result<String> {
+        let mut shared_listener = self
+            .shared_listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        anyhow::ensure!(
+            shared_listener.is_none(),
+            "the host already has a shared listener"
+        );
+        let address = listener.local_addr()?;
+        let names = Arc::new(Hostnames::default());
+        let shut = tokio::sync::watch::Sender::new(false);
+        let accepting = tokio::spawn(accept::accept(
+            listener,
+            Route::Hostnames(names.clone()),
+            self.shared.clone(),
+            self.limits.http,
+            shut.subscribe(),
+        ));
+        *shared_listener = Some(SharedListener {
+            address,
+            names,
+            accepting,
+            shut,
+        });
+        Ok(listener_url(address))
+    }
+
+    /// The shared listener's address and routes, if the host has one.
+    fn shared(&self) -> Option<(SocketAddr, Arc<Hostnames>)> {
+        let shared_listener = self
+            .shared_listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let shared = shared_listener.as_ref()?;
+        Some((shared.address, shared.names.clone()))
     }
 
     /// A request from one of `proxies`, to any capsule, is its client's,
@@ -109,10 +168,20 @@ impl Host {
     }
 
     /// Opens the capsule `entry` describes and serves it; its url. Refused
-    /// when another capsule has its name, state directory or address, or
-    /// when it cannot open (its state locked, its address taken): the other
-    /// capsules are untouched.
+    /// when another capsule has its name, state directory, address or a
+    /// host name of it, when it names host names and the host has no shared
+    /// listener, or when it cannot open (its state locked, its address
+    /// taken): the other capsules are untouched.
     pub async fn add(&self, entry: Entry) -> Result<String, RosterError> {
+        let by_name = self.shared();
+        if let (Listen::Hostnames(_), None) = (&entry.listen, &by_name) {
+            return Err(RosterError {
+                at: format!("capsule {}", entry.name),
+                key: "hostnames".into(),
+                message: "the host has no shared listener (the capsules file's top-level listen)"
+                    .into(),
+            });
+        }
         {
             let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
             roster::check_unique(capsules.values().map(|h| &h.entry), &entry)?;
@@ -125,6 +194,10 @@ impl Host {
             );
         }
         let name = entry.name.clone();
+        let hostnames = match &entry.listen {
+            Listen::Hostnames(names) => names.clone(),
+            Listen::Port(_) => Vec::new(),
+        };
         let share = entry
             .instances
             .unwrap_or(self.limits.capsule_instances)
@@ -137,6 +210,7 @@ impl Host {
             entry,
             agent: self.agent.clone(),
             replay: self.replay,
+            shared: by_name.as_ref().map(|(address, _)| *address),
         };
         let opened = Capsule::open(config, door, |server| {
             server
@@ -152,6 +226,9 @@ impl Host {
         match opened {
             Ok(capsule) => {
                 let url = capsule.url.clone();
+                if let Some((_, names)) = &by_name {
+                    names.insert(&hostnames, &capsule.server);
+                }
                 if let Some(hosted) = capsules.get_mut(&name) {
                     hosted.capsule = Some(Arc::new(capsule));
                 }
@@ -183,6 +260,9 @@ impl Host {
         let Some(capsule) = capsule else {
             return false;
         };
+        // Its host names reach no capsule from now on; what it answers
+        // already finishes.
+        self.forget_hostnames(&capsule);
         close(capsule).await;
         tracing::info!(capsule = name, "capsule removed");
         true
@@ -208,6 +288,7 @@ impl Host {
                 Some(json!({
                     "name": name,
                     "url": capsule.url,
+                    "hostnames": capsule.hostnames,
                     "session": capsule.session.id(),
                     "state": hosted.entry.state,
                     "door": {"version": live.version, "digest": live.door.digest},
@@ -215,7 +296,8 @@ impl Host {
                 }))
             })
             .collect();
-        json!({"capsules": listed, "freeInstances": self.shared.free_instances()})
+        let listen = self.shared().map(|(address, _)| listener_url(address));
+        json!({"capsules": listed, "listen": listen, "freeInstances": self.shared.free_instances()})
     }
 
     /// The capsules `names` names (every capsule when None); an unknown
@@ -297,8 +379,27 @@ impl Host {
             .collect())
     }
 
-    /// Closes every capsule, together.
+    /// Stops routing the host names `capsule` was reached by.
+    fn forget_hostnames(&self, capsule: &Capsule) {
+        if let Some((_, names)) = self.shared() {
+            names.remove(&capsule.hostnames);
+        }
+    }
+
+    /// Closes every capsule, together, as SIGTERM closes a door: first
+    /// every listener stops accepting (the shared one here, each capsule's
+    /// own as it closes), then each capsule's session closes and its
+    /// requests in flight are answered, and last the shared listener's
+    /// connections close.
     pub async fn close(&self) {
+        let shared_listener = self
+            .shared_listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(shared) = &shared_listener {
+            shared.accepting.abort();
+        }
         let capsules: Vec<Arc<Capsule>> = {
             let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::take(&mut *capsules)
@@ -312,6 +413,9 @@ impl Host {
             .collect();
         for closed in closing {
             let _ = closed.await;
+        }
+        if let Some(shared) = shared_listener {
+            shared.shut.send_replace(true);
         }
     }
 

@@ -5,11 +5,13 @@
 //! control:
 //!   listen: 127.0.0.1:41900        # the host's control listener
 //!   token_file: host-control-token # default: beside this file
+//! listen: 0.0.0.0:8080             # one port for the capsules named by host
 //! capsules:
 //!   - name: alpha                  # default: the manifest's name
 //!     manifest: alpha/murmur.yaml
 //!     workdir: alpha/work          # default: the manifest's directory
-//!     listen: 127.0.0.1:41873
+//!     listen: 127.0.0.1:41873      # a port of its own, or:
+//!     # hostnames: [alpha.example.com]   # on the file's listen, by Host
 //!     state: alpha/.murmur-door
 //!     tokens_file: alpha/tokens.json       # default: STATE/tokens.json
 //!     control_token_file: alpha/control    # default: beside the tokens file
@@ -17,9 +19,12 @@
 //!     instances: 64                # default: --capsule-instances
 //! ```
 //!
-//! An entry added to a running host (the control surface's `POST
-//! /capsules`) has the same keys, as JSON. A bad entry is refused naming its
-//! capsule and key.
+//! An entry names either a `listen` address of its own or `hostnames`,
+//! served on the file's top-level `listen`: a request there reaches the
+//! capsule whose host name its `Host` names (see
+//! [`crate::listener::hostnames`]). An entry added to a running host (the
+//! control surface's `POST /capsules`) has the same keys, as JSON. A bad
+//! entry is refused naming its capsule and key.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -50,9 +55,9 @@ pub struct Entry {
     /// The launch's own task: `serve --task` or `--task-file`, else a
     /// `task.md` or `input.txt` in the workdir (see [`launch_task`]).
     pub task: Option<String>,
-    /// Where its door listens; port 0 takes any free port (and clashes with
-    /// no other entry).
-    pub listen: SocketAddr,
+    /// Where its door listens: a port of its own, or host names on the
+    /// host's shared listener.
+    pub listen: Listen,
     /// Where clients reach the door from outside (a TLS terminator, a
     /// proxy): the card's `supportedInterfaces[0].url` and every absolute
     /// URL the door writes. None: the listener's own address.
@@ -73,6 +78,40 @@ pub struct Entry {
     /// Instances of the host's pool this capsule may hold at once, when not
     /// the host's `--capsule-instances`.
     pub instances: Option<u32>,
+}
+
+/// Where a capsule's door is reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listen {
+    /// A listener of its own; port 0 takes any free port (and clashes with
+    /// no other entry).
+    Port(SocketAddr),
+    /// The host's shared listener, for requests whose `Host` is one of
+    /// these names (lowercase, at least one, none another capsule's).
+    Hostnames(Vec<String>),
+}
+
+/// The most host names one entry may claim.
+const MAX_HOSTNAMES: usize = 64;
+
+/// A host name as an entry may claim it: letters, digits and `-` in dot
+/// separated labels of 1 to 63, at most 253 in all, no wildcard; compared
+/// in lowercase, as it is answered.
+pub fn hostname(text: &str) -> Result<String, String> {
+    let valid_label = |label: &str| {
+        (1..=63).contains(&label.len())
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    };
+    if text.is_empty() || text.len() > 253 || !text.split('.').all(valid_label) {
+        return Err(format!(
+            "{text:?} is not a host name (dot-separated labels of letters, digits and '-'; no wildcard, port or trailing dot)"
+        ));
+    }
+    Ok(text.to_ascii_lowercase())
 }
 
 /// A public URL as the card will name it: `http` or `https`, a host, no
@@ -140,6 +179,8 @@ pub struct Roster {
     /// Where the host's control token is written: `host-control-token`
     /// beside the capsules file unless `control.token_file` names one.
     pub control_token_file: PathBuf,
+    /// The shared listener of the capsules that name `hostnames`.
+    pub listen: Option<SocketAddr>,
     /// Every entry, in the file's order: no two share a name, a state
     /// directory or a fixed listen address.
     pub capsules: Vec<Entry>,
@@ -199,7 +240,7 @@ impl Roster {
                 "expected a mapping with control and capsules",
             ));
         };
-        only(&root, "", &["control", "capsules"])?;
+        only(&root, "", &["control", "listen", "capsules"])?;
         let control = match root.get("control") {
             Some(Value::Mapping(control)) => control.clone(),
             Some(_) => return Err(error("", "control", "expected a mapping")),
@@ -211,6 +252,10 @@ impl Roster {
             None | Some(Value::Null) => base.join(HOST_CONTROL_TOKEN_FILE),
             Some(v) => base.join(path(Some(v), "control", "token_file")?),
         };
+        let listen = match root.get("listen") {
+            None | Some(Value::Null) => None,
+            value => Some(address(value, "", "listen")?),
+        };
         let entries = match root.get("capsules") {
             Some(Value::Sequence(entries)) => entries.clone(),
             None | Some(Value::Null) => Vec::new(),
@@ -220,19 +265,27 @@ impl Roster {
         for (i, value) in entries.iter().enumerate() {
             let at = format!("capsules[{i}]");
             let entry = Entry::parse(value, base, &at)?;
+            if listen.is_none() && matches!(entry.listen, Listen::Hostnames(_)) {
+                return Err(error(
+                    &format!("capsule {}", entry.name),
+                    "hostnames",
+                    "needs the file's top-level listen to be served on",
+                ));
+            }
             check_unique(&capsules, &entry)?;
             capsules.push(entry);
         }
         Ok(Roster {
             control_listen,
             control_token_file,
+            listen,
             capsules,
         })
     }
 }
 
-/// Refuses `entry` when it reuses a name, a state directory or a fixed
-/// listen address of `others`.
+/// Refuses `entry` when it reuses a name, a state directory, a fixed
+/// listen address or a host name of `others`.
 pub fn check_unique<'a>(
     others: impl IntoIterator<Item = &'a Entry>,
     entry: &Entry,
@@ -249,12 +302,24 @@ pub fn check_unique<'a>(
                 "another capsule has this state directory",
             ));
         }
-        if entry.listen.port() != 0 && other.listen == entry.listen {
-            return Err(error(
-                &at,
-                "listen",
-                "another capsule listens on this address",
-            ));
+        match (&other.listen, &entry.listen) {
+            (Listen::Port(theirs), Listen::Port(ours)) if ours.port() != 0 && theirs == ours => {
+                return Err(error(
+                    &at,
+                    "listen",
+                    "another capsule listens on this address",
+                ));
+            }
+            (Listen::Hostnames(theirs), Listen::Hostnames(ours)) => {
+                if let Some(name) = ours.iter().find(|name| theirs.contains(name)) {
+                    return Err(error(
+                        &at,
+                        "hostnames",
+                        format!("another capsule has the host name {name}"),
+                    ));
+                }
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -293,6 +358,7 @@ impl Entry {
                 "manifest",
                 "workdir",
                 "listen",
+                "hostnames",
                 "public_url",
                 "state",
                 "tokens_file",
@@ -319,7 +385,17 @@ impl Entry {
             None | Some(Value::Null) => manifest_dir(&manifest_path),
             Some(v) => base.join(path(Some(v), at, "workdir")?),
         };
-        let listen = address(map.get("listen"), at, "listen")?;
+        let listen = match (map.get("listen"), map.get("hostnames")) {
+            (listen, None | Some(Value::Null)) => Listen::Port(address(listen, at, "listen")?),
+            (None | Some(Value::Null), Some(names)) => Listen::Hostnames(hostnames(names, at)?),
+            (Some(_), Some(_)) => {
+                return Err(error(
+                    at,
+                    "hostnames",
+                    "names the capsule on the shared listener: an entry has a listen or hostnames, not both",
+                ));
+            }
+        };
         let public_url = match map.get("public_url") {
             None | Some(Value::Null) => None,
             Some(Value::String(url)) => {
@@ -385,6 +461,36 @@ fn only(map: &serde_yaml::Mapping, at: &str, keys: &[&str]) -> Result<(), Roster
         }
     }
     Ok(())
+}
+
+/// An entry's `hostnames`: a list of 1 to [`MAX_HOSTNAMES`] host names,
+/// each once.
+fn hostnames(value: &Value, at: &str) -> Result<Vec<String>, RosterError> {
+    let expected = || {
+        error(
+            at,
+            "hostnames",
+            format!("expected a list of 1 to {MAX_HOSTNAMES} host names"),
+        )
+    };
+    let Value::Sequence(list) = value else {
+        return Err(expected());
+    };
+    if list.is_empty() || list.len() > MAX_HOSTNAMES {
+        return Err(expected());
+    }
+    let mut names: Vec<String> = Vec::with_capacity(list.len());
+    for item in list {
+        let Value::String(text) = item else {
+            return Err(expected());
+        };
+        let name = hostname(text).map_err(|why| error(at, "hostnames", why))?;
+        if names.contains(&name) {
+            return Err(error(at, "hostnames", format!("{name} is named twice")));
+        }
+        names.push(name);
+    }
+    Ok(names)
 }
 
 fn path(value: Option<&Value>, at: &str, key: &str) -> Result<PathBuf, RosterError> {
@@ -495,7 +601,7 @@ mod tests {
         );
         assert_eq!(
             entry("{name: beta, manifest: a.yaml, listen: 127.0.0.1:0, state: s, colour: red}"),
-            "capsules[0] (beta): colour: is not a key here (expected one of name, manifest, workdir, listen, public_url, state, tokens_file, control_token_file, resume, instances)"
+            "capsules[0] (beta): colour: is not a key here (expected one of name, manifest, workdir, listen, hostnames, public_url, state, tokens_file, control_token_file, resume, instances)"
         );
         assert_eq!(
             entry(
@@ -546,12 +652,94 @@ mod tests {
         );
     }
 
+    /// Issue 37, "Many capsules on one port": an entry names a listen
+    /// address or host names on the file's listen, never both; a host name
+    /// is claimed once, in lowercase, without wildcard or port.
+    #[test]
+    fn host_names_are_valid_and_claimed_once() {
+        let base = dir();
+        let roster = Roster::parse(
+            &format!(
+                "{CONTROL}listen: 127.0.0.1:0\ncapsules:\n  - {{manifest: a.yaml, hostnames: [Alpha.Example.com, a2], state: s1}}\n  - {{name: b, manifest: a.yaml, listen: 127.0.0.1:0, state: s2}}\n"
+            ),
+            &base,
+        )
+        .unwrap();
+        assert_eq!(roster.listen, Some("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(
+            roster.capsules[0].listen,
+            Listen::Hostnames(vec!["alpha.example.com".into(), "a2".into()])
+        );
+        assert_eq!(
+            roster.capsules[1].listen,
+            Listen::Port("127.0.0.1:0".parse().unwrap())
+        );
+        let shared = |entries: &str| {
+            refused_in(
+                &format!("{CONTROL}listen: 127.0.0.1:0\ncapsules:\n{entries}"),
+                &base,
+            )
+        };
+        assert_eq!(
+            shared(
+                "  - {manifest: a.yaml, hostnames: [a.example], state: s1}\n  - {name: b, manifest: a.yaml, hostnames: [b.example, A.example], state: s2}\n"
+            ),
+            "capsule b: hostnames: another capsule has the host name a.example"
+        );
+        assert_eq!(
+            shared(
+                "  - {manifest: a.yaml, hostnames: [a.example], listen: 127.0.0.1:0, state: s1}\n"
+            ),
+            "capsules[0]: hostnames: names the capsule on the shared listener: an entry has a listen or hostnames, not both"
+        );
+        for bad in [
+            "'*.example.com'",
+            "'a.example:80'",
+            "'a.example.'",
+            "'-a.example'",
+            "'a..b'",
+            "''",
+        ] {
+            let text = bad.trim_matches('\'');
+            assert_eq!(
+                shared(&format!(
+                    "  - {{manifest: a.yaml, hostnames: [{bad}], state: s1}}\n"
+                )),
+                format!(
+                    "capsules[0]: hostnames: {text:?} is not a host name (dot-separated labels of letters, digits and '-'; no wildcard, port or trailing dot)"
+                ),
+            );
+        }
+        for bad in ["[]", "a.example", "[a, A]"] {
+            assert!(
+                shared(&format!(
+                    "  - {{manifest: a.yaml, hostnames: {bad}, state: s1}}\n"
+                ))
+                .starts_with("capsules[0]: hostnames: "),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            refused_in(
+                &format!(
+                    "{CONTROL}capsules:\n  - {{manifest: a.yaml, hostnames: [a.example], state: s1}}\n"
+                ),
+                &base
+            ),
+            "capsule alpha: hostnames: needs the file's top-level listen to be served on"
+        );
+    }
+
     #[test]
     fn the_file_needs_a_control_listener() {
         assert_eq!(refused("capsules: []\n"), "control: is required");
         assert_eq!(
             refused("control: {listen: 127.0.0.1:0, port: 1}\n"),
             "control: port: is not a key here (expected one of listen, token_file)"
+        );
+        assert_eq!(
+            refused("control: {listen: 127.0.0.1:0}\nlisten: everywhere\n"),
+            "listen: expected an address such as 127.0.0.1:41873, found 'everywhere'"
         );
     }
 

@@ -2,11 +2,13 @@
 //! failed redeems, trusted proxies; the metrics it counts; and the server
 //! that answers each request with a door instance.
 
+pub mod accept;
 pub mod admission;
 pub mod answer;
 pub mod body;
 pub mod connections;
 pub mod failure;
+pub mod hostnames;
 pub mod metrics;
 #[cfg(feature = "native-door")]
 pub mod native;

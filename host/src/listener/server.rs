@@ -2,7 +2,6 @@
 //! from its caller's last request or a fresh one, which behaves as if it
 //! were fresh (see [`crate::sandbox::idle`]).
 
-use std::convert::Infallible;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,11 +12,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::http::request::Parts;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 use wasmtime::Store;
@@ -27,7 +22,7 @@ use crate::imports::request_body::BoxedBody;
 use crate::listener::admission::{self, Admission, Caller, Slot};
 use crate::listener::answer::{Answer, Failed, OpenStream, Probe};
 use crate::listener::body::{BodyBudget, BodyLimits, RequestBody, Tally};
-use crate::listener::connections::{self, Busy, Connections, Throttled, WriteDeadline};
+use crate::listener::connections::{self, Busy, Connections};
 use crate::listener::failure::{Failure, too_many_redeems};
 use crate::listener::metrics::{self, Metrics};
 use crate::listener::proxies::TrustedProxies;
@@ -140,7 +135,7 @@ pub const DRAIN: Duration = Duration::from_secs(5);
 /// server has its own.
 #[derive(Clone)]
 pub struct Shared {
-    connections: Arc<Connections>,
+    pub(crate) connections: Arc<Connections>,
     bodies: BodyBudget,
     instances: Arc<Semaphore>,
     memory: Arc<MemoryPool>,
@@ -193,10 +188,6 @@ fn own_admission(http: &HttpLimits) -> Arc<Admission> {
         http.instance_wait,
     )
 }
-
-/// Warnings a flood of clients could repeat without end, once a second.
-static ACCEPT_FAILED: Throttled = Throttled::new(Duration::from_secs(1));
-static CONNECTIONS_FULL: Throttled = Throttled::new(Duration::from_secs(1));
 
 /// Answers one capsule's HTTP requests with its door: the versions it
 /// serves, the stores its requests run in, and what they may take.
@@ -410,74 +401,14 @@ impl Server {
         self.doors.reload(&self.stores).await;
     }
 
-    /// Accepts connections until the listener fails for good.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of descriptors and the like: pause, keep serving.
-                    if let Some(times) = ACCEPT_FAILED.due() {
-                        tracing::warn!(error = %e, times, "accept failed");
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let Some(registered) = self.shared.connections.admit() else {
-                if let Some(times) = CONNECTIONS_FULL.due() {
-                    tracing::warn!(
-                        max = self.shared.connections.max(),
-                        times,
-                        "every connection is answering a request: new connections are closed"
-                    );
-                }
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
-            let server = self.clone();
-            let mut shut = self.shut.subscribe();
-            tokio::spawn(async move {
-                let registered = Arc::new(registered);
-                let limits = server.http;
-                let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-                let on_connection = registered.clone();
-                let service = service_fn(move |request| {
-                    let server = server.clone();
-                    let busy = on_connection.begin();
-                    async move { Ok::<_, Infallible>(server.handle(request, peer.ip(), busy).await) }
-                });
-                let connection = http1::Builder::new()
-                    .keep_alive(true)
-                    // A client may send its request and close its sending
-                    // side; it is still answered.
-                    .half_close(true)
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(limits.header_timeout)
-                    .max_headers(limits.max_headers)
-                    .max_buf_size(limits.max_header_bytes.max(8192))
-                    .serve_connection(
-                        WriteDeadline::new(
-                            TokioIo::new(stream),
-                            registered.clone(),
-                            limits.write_timeout,
-                        ),
-                        service,
-                    );
-                let served = async {
-                    match connection.without_shutdown().await {
-                        Ok(parts) => linger(parts.io.into_inner().into_inner()).await,
-                        Err(e) => tracing::debug!(error = %e, "connection ended"),
-                    }
-                };
-                tokio::select! {
-                    _ = served => {}
-                    _ = registered.evicted() => tracing::debug!("connection closed to let a new one in"),
-                    _ = registered.stream_client_gone(fd) => tracing::debug!("stream closed: its client has gone"),
-                    _ = shut.wait_for(|shut| *shut) => tracing::debug!("connection closed: the server is shut"),
-                }
-            });
-        }
+    /// What its connections share with others (a host's capsules').
+    pub fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// Turns true when the server is shut: its connections close.
+    pub fn shut_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shut.subscribe()
     }
 
     /// Answers one request in a span of its own (at debug), so every line it
@@ -489,7 +420,7 @@ impl Server {
     /// about 4% of its throughput. At info (the default) the span is not
     /// made, which saves a short request another 5%; the door's failure
     /// still names the JSON-RPC method it failed on.
-    async fn handle(
+    pub async fn handle(
         self: Arc<Self>,
         request: Request<Incoming>,
         address: std::net::IpAddr,
@@ -961,32 +892,6 @@ enum Repeat {
     Run(BoxedBody, KeepAs),
     /// The body could not be read whole (too large, too slow, cut).
     Unread,
-}
-
-/// How long a connection closed with its last body unread keeps
-/// discarding what the client still sends.
-const LINGER: Duration = Duration::from_secs(2);
-
-/// Closes a connection hyper is done with: the write side first, then what
-/// the client still sends is read and discarded until it closes too, for
-/// at most [`LINGER`]. A client refused before its body was read (401, 413)
-/// is often still writing it; closing with its bytes unread would reset the
-/// connection, and the reset can destroy the answer before the client reads
-/// it.
-async fn linger(mut stream: tokio::net::TcpStream) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    if stream.shutdown().await.is_err() {
-        return;
-    }
-    let mut discard = [0u8; 16 << 10];
-    let drain = async {
-        while let Ok(n) = stream.read(&mut discard).await {
-            if n == 0 {
-                break;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 /// Whether a response is an event stream, whose client is watched for
