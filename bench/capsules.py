@@ -20,6 +20,14 @@ Usage: python3 bench/capsules.py [N] [requests]   (default 100, 2000)
 CAPSULES_ASKED=K asks only the first K capsules of the N-capsule host (all
 by default): with K=1, the N-capsule host's cost per request apart from a
 capsule's own state being cold.
+
+python3 bench/capsules.py --one-port [N] [requests] [rounds]  (default 1000,
+4000, 3) compares two hosts of N capsules running side by side: one with a
+port per capsule, one with every capsule on one shared port, reached by
+host name. Four clients ask a random capsule of each in turn, card and
+GetTask, each request on a connection of its own (after each capsule has
+answered once), `rounds` times; the report gives each round's p50 and p99
+and the shared port's difference.
 Builds the release binary first."""
 import json
 import os
@@ -39,10 +47,12 @@ MANIFEST = "name: bench\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n"
 
 
 def request(addr, method, path, body=b"", headers=()):
-    """One request on a fresh connection: (status, body)."""
+    """One request on a fresh connection: (status, body). `addr` is
+    "host:port", or ("host:port", host name) for a capsule on a shared port."""
+    addr, name = addr if isinstance(addr, tuple) else (addr, addr)
     host, port = addr.split(":")
     with socket.create_connection((host, int(port)), timeout=30) as s:
-        head = f"{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {len(body)}\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nhost: {name}\r\nconnection: close\r\ncontent-length: {len(body)}\r\n"
         for name, value in headers:
             head += f"{name}: {value}\r\n"
         s.sendall(head.encode() + b"\r\n" + body)
@@ -66,12 +76,17 @@ def percentiles(samples):
 
 
 class Host:
-    def __init__(self, dir):
+    """A host of capsules; with `shared`, each reached on its one shared port
+    by the host name NAME.bench."""
+
+    def __init__(self, dir, shared=False):
         self.dir = dir
+        self.shared = None
         with open(os.path.join(dir, "bench.yaml"), "w") as f:
             f.write(MANIFEST)
         with open(os.path.join(dir, "capsules.yaml"), "w") as f:
-            f.write("control: {listen: 127.0.0.1:0}\ncapsules: []\n")
+            listen = "listen: 127.0.0.1:0\n" if shared else ""
+            f.write(f"control: {{listen: 127.0.0.1:0}}\n{listen}capsules: []\n")
         self.process = subprocess.Popen(
             [BINARY, "host", os.path.join(dir, "capsules.yaml"), "--max-instances", "256", "--no-compile-cache"],
             stderr=subprocess.PIPE, text=True, env=dict(os.environ, RUST_LOG="warn,murmur_door=info"))
@@ -82,16 +97,22 @@ class Host:
         threading.Thread(target=lambda: [None for _ in self.process.stderr], daemon=True).start()
         self.token = open(os.path.join(dir, "host-control-token")).read().strip()
         self.urls = {}
+        if shared:
+            status, body = self.control_request("GET", "/capsules")
+            self.shared = json.loads(body)["listen"].removeprefix("http://")
 
     def control_request(self, method, path, body=b""):
         return request(self.control, method, path, body, [("authorization", f"Bearer {self.token}")])
 
     def add(self, name):
-        entry = json.dumps({"name": name, "manifest": "bench.yaml", "listen": "127.0.0.1:0", "state": f"states/{name}"})
+        reach = {"hostnames": [f"{name}.bench"]} if self.shared else {"listen": "127.0.0.1:0"}
+        entry = json.dumps({"name": name, "manifest": "bench.yaml", "state": f"states/{name}", **reach})
         started = time.perf_counter()
         status, body = self.control_request("POST", "/capsules", entry.encode())
         assert status == 201, body
         url = json.loads(body)["url"].removeprefix("http://")
+        if self.shared:
+            url = (self.shared, url)
         status, _ = request(url, "GET", "/.well-known/agent-card.json")
         assert status == 200
         self.urls[name] = url
@@ -135,11 +156,17 @@ def compare(many, one, count, clients=4):
     and on the one-capsule host, under load from `clients` concurrent clients,
     each request to one host followed by the same to the other in a random
     order: both hosts are measured on the same machine at the same moments."""
-    samples = {(host, kind): [] for host in ("many", "one") for kind in ("card", "task")}
+    return compare_hosts({"many": many, "one": [one]}, count, clients)
+
+
+def compare_hosts(targets, count, clients=4):
+    """As `compare`, for two hosts named in `targets`, each with the
+    capsules to pick from at random."""
+    samples = {(host, kind): [] for host in targets for kind in ("card", "task")}
 
     def client():
         for _ in range(count // clients):
-            pair = [("many", random.choice(many)), ("one", one)]
+            pair = [(host, random.choice(urls)) for host, urls in targets.items()]
             random.shuffle(pair)
             for host, url in pair:
                 samples[(host, "card")].append(card(url))
@@ -166,14 +193,45 @@ def wrk(url, seconds=3):
     return rps, p50
 
 
+def one_port(args):
+    """N capsules on one port by host name against N on a port each."""
+    n = int(args[0]) if len(args) > 0 else 1000
+    count = int(args[1]) if len(args) > 1 else 4000
+    rounds = int(args[2]) if len(args) > 2 else 3
+    dir = tempfile.mkdtemp(prefix="capsules-")
+    hosts = {}
+    try:
+        for label, shared in (("ports", False), ("one port", True)):
+            os.makedirs(os.path.join(dir, label))
+            hosts[label] = Host(os.path.join(dir, label), shared=shared)
+            for i in range(n):
+                hosts[label].add(f"c{i}")
+            first_requests(list(hosts[label].urls.values()))
+        print(f"# {n} capsules on one port by host name, against a port each; {os.cpu_count()} cores")
+        print(f"# {count} requests of each kind a round, four clients, fresh connections, random capsules")
+        print("| Round | Request | a port each p50 / p99 (ms) | one port p50 / p99 (ms) | difference p50 / p99 |")
+        print("| --- | --- | --- | --- | --- |")
+        for round in range(1, rounds + 1):
+            latency = compare_hosts({label: list(h.urls.values()) for label, h in hosts.items()}, count)
+            for kind, name in (("card", "GET card"), ("task", "GetTask")):
+                (p50, p99), (s50, s99) = latency[("ports", kind)], latency[("one port", kind)]
+                print(f"| {round} | {name} | {p50:.2f} / {p99:.2f} | {s50:.2f} / {s99:.2f} | {s50 / p50 - 1:+.0%} / {s99 / p99 - 1:+.0%} |")
+    finally:
+        for h in hosts.values():
+            h.close()
+        shutil.rmtree(dir, ignore_errors=True)
+
+
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
-    count = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
     subprocess.run(["cargo", "build", "--release", "--bin", "murmur-door"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if sys.argv[1:2] == ["--one-port"]:
+        return one_port(sys.argv[2:])
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
     dir = tempfile.mkdtemp(prefix="capsules-")
     try:
         os.makedirs(os.path.join(dir, "one"))
