@@ -96,3 +96,39 @@ fn a_url_the_card_cannot_name_stops_the_launch() {
         assert!(stderr.contains(why), "{url}: {stderr}");
     }
 }
+
+/// Issue 37, "A public URL": an A2A client resolving the card through a
+/// reverse proxy calls the proxy, not the listener. The door runs behind a
+/// small proxy serving it under `/capsules/alpha` (the script's, answering
+/// 404 to anything else); the PyPI a2a-sdk client is given only the proxy's
+/// URL, resolves the card, and sends and reads a task through it.
+#[test]
+fn the_a2a_sdk_client_reaches_the_door_through_the_proxy_its_card_names() {
+    let python = common::setup::python();
+    // A free port for the proxy, named in the door's public URL.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let public = format!("http://127.0.0.1:{port}/capsules/alpha");
+    let door = Door::start_flagged("name: alpha\nversion: 0.1.0\n", &["--public-url", &public]);
+    let output = Command::new(python)
+        .arg(common::setup::interop("a2a_python_proxied.py"))
+        .arg(&door.url)
+        .arg(&public)
+        .output()
+        .unwrap();
+    let log = door.stop();
+    assert!(
+        output.status.success(),
+        "a2a-sdk did not reach the door through the proxy\n{}\n--- door log\n{}",
+        common::setup::show(&output),
+        log.join("\n")
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.lines().last().is_some_and(|l| l.starts_with("ok: ")),
+        "{stdout}"
+    );
+}
