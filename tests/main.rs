@@ -8,6 +8,7 @@ mod common;
 mod agents;
 mod card;
 mod card_proto;
+mod deploy;
 mod drain;
 mod front_door;
 mod guest_faults;

@@ -597,6 +597,9 @@ async fn serve(entry: Entry, mut settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The environment variable that gives `murmur-door host` its control token.
+const HOST_CONTROL_TOKEN_ENV: &str = "MURMUR_DOOR_HOST_CONTROL_TOKEN";
+
 /// `murmur-door host`: every entry of the capsules file checked before
 /// anything listens, then every capsule opened on one engine, and the host's
 /// control surface.
@@ -641,7 +644,12 @@ async fn host(
     let listener = TcpListener::bind(roster.control_listen)
         .await
         .with_context(|| format!("listening on {}", roster.control_listen))?;
-    let token = ControlToken::mint()?;
+    // A token the operator gives (a secret store's) when there is one.
+    let token = match std::env::var(HOST_CONTROL_TOKEN_ENV) {
+        Ok(text) => ControlToken::given(&text)
+            .map_err(|why| anyhow::anyhow!("{HOST_CONTROL_TOKEN_ENV}: {why}"))?,
+        Err(_) => ControlToken::mint()?,
+    };
     token
         .write_file(&roster.control_token_file)
         .with_context(|| {

@@ -1,5 +1,6 @@
 //! The host's control surface, on a listener of its own (the capsules
-//! file's `control.listen`), for the bearer of the host's control token:
+//! file's `control.listen`), for the bearer of the host's control token
+//! (minted at launch, or given in `MURMUR_DOOR_HOST_CONTROL_TOKEN`):
 //!
 //! - `GET /capsules` → every capsule: name, url, session, live door
 //! - `POST /capsules`, an entry of the capsules file as JSON → 201 and its
@@ -11,6 +12,9 @@
 //!   those added later, without `capsules`)
 //! - `POST /rollback[?capsules=a,b]` → each capsule's previous door
 //! - `GET /metrics` → Prometheus text ([`Host::metrics`])
+//! - `GET /healthz`, without the token → 200 `{"status": "ok"}`, for a
+//!   scheduler's probes: the surface listens once every capsule of the file
+//!   has opened, and stops first on SIGTERM
 //!
 //! Each capsule's own control surface still answers on its own listener.
 
@@ -32,6 +36,10 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use crate::hosting::host::Host;
 use crate::hosting::roster::Entry;
 use crate::versions::control::{self, ControlToken, error, json_response};
+
+/// Answered without the token, for a scheduler's liveness and readiness
+/// probes.
+pub const HEALTH_PATH: &str = "/healthz";
 
 /// Bytes an entry sent to `POST /capsules` may have.
 const MAX_ENTRY_BYTES: usize = 64 << 10;
@@ -72,6 +80,11 @@ async fn answer(
     request: Request<Incoming>,
 ) -> Response<HyperOutgoingBody> {
     let (parts, body) = request.into_parts();
+    // A probe's: says the host is up (it listens once every capsule of its
+    // file has opened, and stops first on SIGTERM), and nothing else.
+    if parts.uri.path() == HEALTH_PATH && parts.method == Method::GET {
+        return json_response(StatusCode::OK, json!({"status": "ok"}));
+    }
     // Before the body is read.
     if !token.admits(&parts) {
         return control::unauthorized();

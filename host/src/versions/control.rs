@@ -60,6 +60,26 @@ impl ControlToken {
         Ok(ControlToken(hex::encode(tokens::random::<32>()?)))
     }
 
+    /// A token the operator gives (`MURMUR_DOOR_HOST_CONTROL_TOKEN`, from a
+    /// secret store) instead of one minted at launch: 32 to 256 characters
+    /// of an RFC 6750 bearer token (letters, digits, `-._~+/`, `=` at the
+    /// end), so it fits a header and is not guessed from its length.
+    pub fn given(text: &str) -> Result<ControlToken, String> {
+        let body = text.trim_end_matches('=');
+        let valid = (32..=256).contains(&text.len())
+            && !body.is_empty()
+            && body
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b));
+        match valid {
+            true => Ok(ControlToken(text.to_string())),
+            false => Err(
+                "expected 32 to 256 characters of letters, digits, '-', '.', '_', '~', '+', '/' and a trailing '='"
+                    .into(),
+            ),
+        }
+    }
+
     /// Whether a request's `Authorization: Bearer` is the token.
     pub fn admits(&self, parts: &hyper::http::request::Parts) -> bool {
         let presented = parts
@@ -485,4 +505,33 @@ pub(crate) fn json_response(status: StatusCode, body: Value) -> Response<HyperOu
                 .boxed_unsync(),
         )
         .expect("a valid response")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_given_token_is_a_long_bearer_token() {
+        for good in [
+            &"a".repeat(32),
+            "abcdefghijklmnopqrstuvwxyz0123456789-._~+/==",
+            &"Z".repeat(256),
+        ] {
+            assert!(ControlToken::given(good).is_ok(), "{good}");
+        }
+        for bad in [
+            &"a".repeat(31),
+            &"a".repeat(257),
+            &format!("{} b", "a".repeat(32)),
+            &"=".repeat(40),
+            &format!("{}=a", "a".repeat(32)),
+            &format!("{}\n", "a".repeat(32)),
+        ] {
+            assert!(ControlToken::given(bad).is_err(), "{bad:?}");
+        }
+        let token = ControlToken::given(&"k".repeat(40)).unwrap();
+        assert!(token.verify(&"k".repeat(40)));
+        assert!(!token.verify(&"k".repeat(39)));
+    }
 }
