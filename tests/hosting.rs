@@ -1316,3 +1316,106 @@ fn host_names_need_a_shared_listener() {
     );
     assert_eq!(host.capsules()["listen"], Value::Null);
 }
+
+/// A JSON-RPC call, without a token, to the public capsule
+/// alpha.example.com on the shared listener `shared`.
+fn public_rpc(shared: &str, body: &Value) -> Reply {
+    let headers = [("content-type", "application/json"), ("a2a-version", "1.0")];
+    let body = body.to_string();
+    by_host(
+        shared,
+        Some("alpha.example.com"),
+        "POST",
+        "/",
+        &headers,
+        body.as_bytes(),
+    )
+}
+
+/// Issue 37, "Graceful rolling restarts": SIGTERM on a host stops every
+/// listener first (the control surface's, the shared one), answers each
+/// request in flight on the shared port with its task as it stands (as the
+/// reference answers a held request when the door closes), none reset, and
+/// exits 0 within `--drain-ms`; a resumed host holds every task.
+#[test]
+fn sigterm_drains_a_host_of_capsules_on_one_port() {
+    let entry = "{manifest: alpha.yaml, hostnames: [alpha.example.com], state: alpha}";
+    let mut host = launch_file(
+        files_with("listen: 127.0.0.1:0\n", &[entry]),
+        &["--drain-ms", "3000"],
+    );
+    let shared = host.capsules()["listen"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
+    let rpc = |body: Value| public_rpc(&shared, &body);
+    let held: Vec<_> = (0..5)
+        .map(|i| {
+            let body = json!({"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params": {
+                "message": {"messageId": format!("m{i}"), "role": "ROLE_USER",
+                            "parts": [{"text": "sleep 60000"}]}}});
+            let shared = shared.clone();
+            std::thread::spawn(move || public_rpc(&shared, &body))
+        })
+        .collect();
+    let list = json!({"jsonrpc": "2.0", "id": 9, "method": "ListTasks", "params": {}});
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while rpc(list.clone()).json()["result"]["totalSize"] != 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the five tasks were never written"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let signalled = std::time::Instant::now();
+    // SAFETY: a signal to a child this test started.
+    unsafe { libc::kill(host.child.id() as i32, libc::SIGTERM) };
+    for listener in [&shared, &host.control] {
+        while std::net::TcpStream::connect(listener).is_ok() {
+            assert!(
+                signalled.elapsed() < Duration::from_secs(2),
+                "{listener} still accepts"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    for held in held {
+        let reply = held.join().expect("a held request was answered");
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let state = reply.json()["result"]["task"]["status"]["state"].clone();
+        assert!(
+            state == "TASK_STATE_WORKING" || state == "TASK_STATE_SUBMITTED",
+            "{state}"
+        );
+    }
+    let status = loop {
+        if let Some(status) = host.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(6),
+            "the host outlived its drain"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+
+    // No acknowledged task is lost.
+    let dir = host.dir.take();
+    let path = dir.path().join("capsules.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("state: alpha}", "state: alpha, resume: true}"),
+    )
+    .unwrap();
+    let host = launch_file((dir, path), &[]);
+    let shared = host.capsules()["listen"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
+    assert_eq!(public_rpc(&shared, &list).json()["result"]["totalSize"], 5);
+}
