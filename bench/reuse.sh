@@ -19,6 +19,7 @@
 #   MURMUR_DOOR_BIN=path runs that murmur-door instead of building this tree's
 #   BEFORE_BIN=path runs the `none` door from that build, one from before
 #   kept answers (without --reuse-bytes): "today", as a change is measured
+#   KEPT_ARGS="--reuse-bytes 65536" gives the `kept` door more flags
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -47,7 +48,8 @@ poll() {
 
 declare -A url pid
 for setting in kept none; do
-  args=()
+  # shellcheck disable=SC2206
+  args=(${KEPT_ARGS:-})
   binary=$bin
   if [ "$setting" = none ]; then
     args=(--reuse-bytes 0)

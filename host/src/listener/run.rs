@@ -166,7 +166,8 @@ fn keep_declared(
     let Some(declared) = door.declared.take() else {
         return;
     };
-    if door.changed.load(std::sync::atomic::Ordering::Relaxed) || !reuse.keeps() {
+    let changed = door.changed.load(std::sync::atomic::Ordering::Relaxed);
+    if changed || !reuse.keeps(keep_as.looked_up()) {
         return;
     }
     if let Some(request) = keep_as.request(parts, body.as_ref()) {

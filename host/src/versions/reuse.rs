@@ -35,13 +35,14 @@
 //! path, header lines, client), so a caller whose token is refused (it has
 //! no answer kept) is refused before its body as without; the door then
 //! reads the host's copy. While lookups mostly miss, one request in
-//! [`SAMPLE`] is looked up and one declared answer in [`SAMPLE`] kept, so
-//! a poll that never finds its answer costs about what it costs with
-//! nothing kept; until an answer is kept, no request is looked up at all.
+//! [`SAMPLE`] is looked up, and only the answers of requests looked up are
+//! kept, so a poll that never finds its answer costs about what it costs
+//! with nothing kept; until an answer is kept, no request is looked up at
+//! all.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -94,12 +95,14 @@ pub struct Reuse {
     max_bytes: AtomicUsize,
     memo: Mutex<Memo>,
     counts: Arc<ReuseCounts>,
-    /// Requests that could have been looked up lately, and how many of
-    /// those looked up were found (see [`SAMPLE`]).
-    recent: AtomicU64,
+    /// Requests looked up lately, and how many of them were found (see
+    /// [`SAMPLE`]): written only by lookups, so a request not looked up
+    /// reads them and writes nothing another thread reads.
+    looked: AtomicU64,
     recent_hits: AtomicU64,
-    /// Answers declared reusable, counted for [`Reuse::keeps`].
-    declared: AtomicU64,
+    /// Whether the memo holds an answer, as of its last unlock: read
+    /// without the lock by every request.
+    held: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -380,6 +383,12 @@ pub struct KeepAs {
 }
 
 impl KeepAs {
+    /// Whether the request was looked up (its head made, or found with an
+    /// answer kept under it) before the door ran.
+    pub fn looked_up(&self) -> bool {
+        self.head.is_some() || self.request.is_some()
+    }
+
     /// The request as looked up, or made of `parts` and the body the door
     /// read (a GET or HEAD without one, when it read none).
     pub fn request(self, parts: &Parts, body: Option<&Bytes>) -> Option<Request> {
@@ -455,9 +464,9 @@ impl Reuse {
             max_bytes: AtomicUsize::new(max_bytes),
             memo: Mutex::default(),
             counts,
-            recent: AtomicU64::new(0),
+            looked: AtomicU64::new(0),
             recent_hits: AtomicU64::new(0),
-            declared: AtomicU64::new(0),
+            held: AtomicBool::new(false),
         }
     }
 
@@ -471,23 +480,36 @@ impl Reuse {
     /// Whether any answer is kept: until one is, no request is looked up
     /// and its head is not made for it.
     pub fn holds_any(&self) -> bool {
-        !self.lock().heads.is_empty()
+        self.held.load(Ordering::Relaxed)
     }
 
     /// Whether a request that may be a repeat is looked up: every one while
-    /// lookups lately found answers, one in [`SAMPLE`] while they mostly
-    /// miss (every poll finds its task changed, or every request is new).
-    /// Asked before the request's head is made: a request not looked up
-    /// costs two counts.
+    /// at least one lookup in [`SAMPLE`] lately found its answer, one in
+    /// [`SAMPLE`] (counted by each thread) while they mostly miss (every
+    /// poll finds its task changed, or every request is new). Asked before
+    /// the request's head is made: a request not looked up reads two counts
+    /// and adds to one of its thread's own.
     pub fn samples(&self) -> bool {
-        let recent = self.recent.fetch_add(1, Ordering::Relaxed) + 1;
-        let hits = self.recent_hits.load(Ordering::Relaxed);
-        if recent >= WINDOW {
-            self.recent.store(recent / 2, Ordering::Relaxed);
-            self.recent_hits.store(hits / 2, Ordering::Relaxed);
+        thread_local! {
+            static PASSED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
         }
+        let looked = self.looked.load(Ordering::Relaxed);
+        let hits = self.recent_hits.load(Ordering::Relaxed);
         // The first few of a version are all looked up.
-        (hits + 1) * SAMPLE >= recent || recent.is_multiple_of(SAMPLE)
+        let sampled = (hits + 1) * SAMPLE > looked
+            || PASSED.with(|passed| {
+                let n = passed.get() + 1;
+                passed.set(n);
+                n.is_multiple_of(SAMPLE)
+            });
+        if sampled {
+            let looked = self.looked.fetch_add(1, Ordering::Relaxed) + 1;
+            if looked >= WINDOW {
+                self.looked.store(looked / 2, Ordering::Relaxed);
+                self.recent_hits.store(hits / 2, Ordering::Relaxed);
+            }
+        }
+        sampled
     }
 
     /// Whether an answer is kept for a request of `head`: only then is a
@@ -497,18 +519,13 @@ impl Reuse {
         self.lock().heads.contains_key(&head.0)
     }
 
-    /// Whether an answer the door just declared reusable is kept: every
-    /// one while lookups lately found answers, one in [`SAMPLE`] while they
-    /// mostly miss (every request is new, or finds its task changed), so
-    /// keeping what is never asked again costs little.
-    pub fn keeps(&self) -> bool {
-        if self.max_bytes.load(Ordering::Relaxed) == 0 {
-            return false;
-        }
-        let recent = self.recent.load(Ordering::Relaxed);
-        let hits = self.recent_hits.load(Ordering::Relaxed);
-        (hits + 1) * SAMPLE >= recent
-            || (self.declared.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(SAMPLE)
+    /// Whether an answer the door just declared reusable is kept: when its
+    /// request was looked up ([`Reuse::samples`]: every one while lookups
+    /// lately found answers, one in [`SAMPLE`] while they mostly miss), or
+    /// nothing is kept yet. Keeping what is never asked again then costs
+    /// little, and a request not looked up costs nothing here.
+    pub fn keeps(&self, looked_up: bool) -> bool {
+        self.max_bytes.load(Ordering::Relaxed) != 0 && (looked_up || !self.holds_any())
     }
 
     /// The answer kept for `request`, with its id, if it still holds.
@@ -585,7 +602,7 @@ impl Reuse {
     /// `generation`), which no longer holds: a miss.
     fn dropped(
         &self,
-        mut memo: std::sync::MutexGuard<'_, Memo>,
+        mut memo: Locked<'_>,
         request: &Request,
         generation: Option<u64>,
     ) -> Option<Reused> {
@@ -726,8 +743,38 @@ impl Reuse {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Memo> {
-        self.memo.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            memo: self.memo.lock().unwrap_or_else(|p| p.into_inner()),
+            held: &self.held,
+        }
+    }
+}
+
+/// The memo, locked; on unlock, [`Reuse::holds_any`] learns whether it
+/// holds an answer.
+struct Locked<'a> {
+    memo: std::sync::MutexGuard<'a, Memo>,
+    held: &'a AtomicBool,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = Memo;
+    fn deref(&self) -> &Memo {
+        &self.memo
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Memo {
+        &mut self.memo
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        self.held
+            .store(!self.memo.entries.is_empty(), Ordering::Relaxed);
     }
 }
 
