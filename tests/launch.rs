@@ -426,3 +426,51 @@ fn after_task_exit_ends_the_process_once_the_launch_task_ends() {
         .expect("the door exits");
     assert_eq!(status.code(), Some(0));
 }
+
+/// A door whose log has no reader (its collector gone, `| head`) goes on
+/// answering: a line it cannot write is lost, and nothing panics.
+#[test]
+fn a_door_outlives_the_reader_of_its_log() {
+    use std::io::{BufRead, BufReader};
+    let dir = TempDir::new("lost-log");
+    let manifest = dir.path().join("murmur.yaml");
+    std::fs::write(&manifest, "name: alpha\nversion: 0.1.0\n").unwrap();
+    let mut child = Command::new(binary())
+        .arg("serve")
+        .arg(&manifest)
+        .args(["--listen", "127.0.0.1:0", "--state"])
+        .arg(dir.path().join("state"))
+        .env("RUST_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("the door announces its url").unwrap();
+        if let Some(at) = line.find("url=http://") {
+            break line[at + "url=http://".len()..].trim().to_string();
+        }
+    };
+    // The log's reader goes; SIGHUP makes the door log a line.
+    drop(lines);
+    // SAFETY: a signal to a child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(300));
+    let card = common::request(&addr, "GET", "/.well-known/agent-card.json", &[], b"");
+    assert_eq!(card.status, 200);
+    assert!(child.try_wait().unwrap().is_none(), "the door ended");
+    // SIGTERM's lines are lost too, and the door still exits 0.
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the door did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}

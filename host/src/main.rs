@@ -368,6 +368,9 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
+        // A log line that cannot be written (its reader has gone) is lost;
+        // reporting that with eprintln! would panic and end every capsule.
+        .log_internal_errors(false)
         .init();
     let command = Cli::parse().command;
     // A write past the file-size limit fails (EFBIG), and the request that
