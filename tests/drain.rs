@@ -52,15 +52,7 @@ fn sigterm_stops_accepting_then_answers_what_is_in_flight() {
     }
     // Every request in flight is answered, none reset: its task as it
     // stands.
-    for held in held {
-        let reply = held.join().expect("a held request was answered");
-        assert_eq!(reply.status, 200, "{}", reply.text());
-        let state = reply.json()["result"]["task"]["status"]["state"].clone();
-        assert!(
-            state == "TASK_STATE_WORKING" || state == "TASK_STATE_SUBMITTED",
-            "{state}"
-        );
-    }
+    common::answered_as_the_door_closed(held);
     let status = door
         .exited_within(Duration::from_secs(6))
         .expect("the door exits within its drain");

@@ -173,6 +173,11 @@ impl Hosted {
         serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap()
     }
 
+    /// The operator token capsule `name` minted.
+    fn operator(&self, name: &str) -> String {
+        self.tokens(name)["operator"].as_str().unwrap().to_string()
+    }
+
     /// GetTask of a task no one has, with `token`, on capsule `name`.
     fn get_task(&self, name: &str, token: &str) -> Reply {
         let body = r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"tsk_none"}}"#;
@@ -208,14 +213,8 @@ fn each_capsule_is_its_own_door() {
         assert_eq!(card.status, 200);
         assert_eq!(card.json()["name"], name);
     }
-    let beta = host.tokens("beta")["operator"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let gamma = host.tokens("gamma")["operator"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let beta = host.operator("beta");
+    let gamma = host.operator("gamma");
     assert_ne!(beta, gamma);
     // A task no one has: the token is good on its own capsule only.
     assert_eq!(host.get_task("beta", &beta).json()["error"]["code"], -32001);
@@ -399,10 +398,7 @@ fn a_bad_entry_stops_the_launch_naming_it() {
 #[test]
 fn metrics_count_each_capsules_requests_and_tasks() {
     let host = launch(&THREE, &[]);
-    let beta = host.tokens("beta")["operator"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let beta = host.operator("beta");
     assert_eq!(host.get_task("beta", &beta).json()["error"]["code"], -32001);
     assert_eq!(host.get_task("beta", "nope").status, 401);
     assert_eq!(host.card("alpha").status, 200);
@@ -1226,14 +1222,8 @@ fn a_capsule_on_a_shared_port_is_reached_only_by_its_own_names() {
     let (host, shared, port) = launch_shared();
     let card = |name: Option<&str>| card_by_host(&shared, name);
     // The same token to both: it opens its own capsule only.
-    let beta = host.tokens("beta")["operator"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let gamma = host.tokens("gamma")["operator"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let beta = host.operator("beta");
+    let gamma = host.operator("gamma");
     let send = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m-1", "parts": [{"text": "hello"}]}, "configuration": {"returnImmediately": true}}});
     let sent = rpc_by_host(&shared, "beta.example.com", &beta, &send);
     assert_eq!(sent.status, 200, "{}", sent.text());
@@ -1381,15 +1371,7 @@ fn sigterm_drains_a_host_of_capsules_on_one_port() {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    for held in held {
-        let reply = held.join().expect("a held request was answered");
-        assert_eq!(reply.status, 200, "{}", reply.text());
-        let state = reply.json()["result"]["task"]["status"]["state"].clone();
-        assert!(
-            state == "TASK_STATE_WORKING" || state == "TASK_STATE_SUBMITTED",
-            "{state}"
-        );
-    }
+    common::answered_as_the_door_closed(held);
     let status = loop {
         if let Some(status) = host.child.try_wait().unwrap() {
             break status;

@@ -469,7 +469,10 @@ fn a_door_outlives_the_reader_of_its_log() {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(std::time::Instant::now() < deadline, "the door did not exit");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the door did not exit"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status}");

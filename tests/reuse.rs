@@ -14,6 +14,7 @@ use http_body_util::BodyExt;
 use murmur_door_host::bindings::task_store::TaskState;
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::{Manifest, Scope};
+use murmur_door_host::reuse::ReuseCounts;
 use murmur_door_host::server::{HttpLimits, Server};
 use murmur_door_host::session::Session;
 use murmur_door_host::tasks::store::Sees;
@@ -221,6 +222,7 @@ fn a_reused_answer_is_what_a_fresh_door_answers() {
             asked: None,
             random: Lcg(seed),
         };
+        let counts = run.keeping.doors.reuse_counts.clone();
         let steps = async {
             for _ in 0..300 {
                 match run.random.below(20) {
@@ -236,19 +238,7 @@ fn a_reused_answer_is_what_a_fresh_door_answers() {
                 }
             }
         };
-        let bound = std::time::Duration::from_secs(120);
-        runtime
-            .block_on(async { tokio::time::timeout(bound, steps).await })
-            .unwrap_or_else(|_| panic!("seed {seed}: 300 steps took over {bound:?}"));
-        let counts = &run.keeping.doors.reuse_counts;
-        let (hits, dropped) = (
-            counts.hits.load(Ordering::Relaxed),
-            counts.dropped.load(Ordering::Relaxed),
-        );
-        assert!(
-            hits > 20 && dropped > 5,
-            "seed {seed}: {hits} hits, {dropped} dropped"
-        );
+        run_steps(&runtime, seed, steps, &counts, (20, 5));
     }
 }
 
@@ -296,5 +286,29 @@ fn a_refused_token_is_answered_before_its_body_while_answers_are_kept() {
         started.elapsed() < Duration::from_secs(2),
         "{:?}",
         started.elapsed()
+    );
+}
+
+/// Runs a property test's `steps` for at most two minutes, then checks that
+/// they found and dropped more answers than `least` (hits, drops): enough
+/// for the property to have been tested.
+pub fn run_steps(
+    runtime: &tokio::runtime::Runtime,
+    seed: u64,
+    steps: impl std::future::Future<Output = ()>,
+    counts: &ReuseCounts,
+    least: (u64, u64),
+) {
+    let bound = std::time::Duration::from_secs(120);
+    runtime
+        .block_on(async { tokio::time::timeout(bound, steps).await })
+        .unwrap_or_else(|_| panic!("seed {seed}: the steps took over {bound:?}"));
+    let (hits, dropped) = (
+        counts.hits.load(Ordering::Relaxed),
+        counts.dropped.load(Ordering::Relaxed),
+    );
+    assert!(
+        hits > least.0 && dropped > least.1,
+        "seed {seed}: {hits} hits, {dropped} dropped"
     );
 }

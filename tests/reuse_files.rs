@@ -10,7 +10,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -212,6 +211,7 @@ fn a_reused_file_answer_is_what_a_fresh_door_answers() {
             etags: Vec::new(),
             random: Lcg(seed),
         };
+        let counts = run.keeping.doors.reuse_counts.clone();
         let steps = async {
             for _ in 0..500 {
                 match run.random.below(20) {
@@ -221,18 +221,6 @@ fn a_reused_file_answer_is_what_a_fresh_door_answers() {
                 }
             }
         };
-        let bound = Duration::from_secs(120);
-        runtime
-            .block_on(async { tokio::time::timeout(bound, steps).await })
-            .unwrap_or_else(|_| panic!("seed {seed}: 500 steps took over {bound:?}"));
-        let counts = &run.keeping.doors.reuse_counts;
-        let (hits, dropped) = (
-            counts.hits.load(Ordering::Relaxed),
-            counts.dropped.load(Ordering::Relaxed),
-        );
-        assert!(
-            hits > 50 && dropped > 20,
-            "seed {seed}: {hits} hits, {dropped} dropped"
-        );
+        crate::reuse::run_steps(&runtime, seed, steps, &counts, (50, 20));
     }
 }

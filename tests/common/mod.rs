@@ -452,6 +452,21 @@ pub fn request(
     exchange(addr, head.as_bytes(), body)
 }
 
+/// Each of `held` (held SendMessages in flight when the door closed) was
+/// answered, none reset: 200 and its task as it stood, as the reference
+/// answers a held request when the door closes.
+pub fn answered_as_the_door_closed(held: Vec<std::thread::JoinHandle<Reply>>) {
+    for held in held {
+        let reply = held.join().expect("a held request was answered");
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let state = reply.json()["result"]["task"]["status"]["state"].clone();
+        assert!(
+            state == "TASK_STATE_WORKING" || state == "TASK_STATE_SUBMITTED",
+            "{state}"
+        );
+    }
+}
+
 /// The lines `child` writes to its piped stderr, as they arrive.
 pub fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
     let (lines, received) = mpsc::channel();
