@@ -1278,12 +1278,22 @@ fn a_capsule_on_a_shared_port_is_reached_only_by_its_own_names() {
     assert_eq!(card(Some("gamma.example.com")).json()["name"], "gamma");
     assert_eq!(host.card("alpha").json()["name"], "alpha");
 
-    // Counted per capsule, as on ports: gamma's card, two refused tokens
-    // and one GetTask.
+    // Swapped and rolled back per capsule, as on ports.
+    let reply = host.control("POST", "/swap?capsules=gamma", EMBEDDED_DOOR);
+    assert_eq!(reply.json()["swapped"], json!(["gamma"]));
+    assert_eq!(host.versions()["gamma"], 2);
+    assert_eq!(host.versions()["alpha"], 1);
+    assert_eq!(card(Some("g.example.com")).status, 200);
+    let reply = host.control("POST", "/rollback?capsules=gamma", b"");
+    assert_eq!(reply.json()["rolledBack"], json!(["gamma"]));
+    assert_eq!(host.versions()["gamma"], 1);
+
+    // Counted per capsule, as on ports: gamma's two cards, two refused
+    // tokens, its swap and rollback.
     let metrics = host.control("GET", "/metrics", b"").text();
     assert!(
         metrics.lines().any(|l| l
-            == r#"murmur_door_requests_total{capsule="gamma",method="card",status="200",rpc_code="none"} 1"#),
+            == r#"murmur_door_requests_total{capsule="gamma",method="card",status="200",rpc_code="none"} 2"#),
         "{metrics}"
     );
     assert!(
@@ -1291,6 +1301,11 @@ fn a_capsule_on_a_shared_port_is_reached_only_by_its_own_names() {
             == r#"murmur_door_requests_total{capsule="gamma",method="other",status="401",rpc_code="none"} 2"#),
         "{metrics}"
     );
+    for outcome in ["swapped", "rolled_back"] {
+        let line =
+            format!(r#"murmur_door_capsule_swaps_total{{capsule="gamma",outcome="{outcome}"}} 1"#);
+        assert!(metrics.lines().any(|l| l == line), "{metrics}");
+    }
 }
 
 /// Issue 37: capsules by host name need the host's shared listener.
