@@ -5,12 +5,16 @@
 #   repeat   the same GetTask again and again (ids aside): kept, each poll
 #            after the first is sent again without a door instance;
 #   all new  every GetTask a request not seen before (its historyLength
-#            counts up): each is looked up, missed, run and kept, the most a
-#            poll can cost when its answer is never found, as when the task
-#            changes between every two polls.
+#            counts up): none is ever found, and the memo fills with answers
+#            never asked again, the most a poll can cost when its answer is
+#            never found.
+# and, on a task waiting for input, over one connection:
+#   changing a GetTask, then a message continuing the task (returnImmediately:
+#            the task works and waits for input again), and so on: the task
+#            changes between every two polls. req/s counts both.
 # A poll that finds nothing must cost no more than one without kept answers.
 #
-# Both doors run side by side, and the four loads alternate, round after
+# Both doors run side by side, and the six loads alternate, round after
 # round, so a drift of the machine falls on all of them alike; the report
 # gives each round and the median.
 #
@@ -34,12 +38,12 @@ pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 printf 'name: bench\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n' >"$tmp/bench.yaml"
 
-# poll PID URL LUA: wrk's req/s and the door's CPU a request, in µs (wrk
-# shares the cores: the CPU moves less than req/s), as "rate cpu".
+# poll PID URL LUA [CONNECTIONS]: wrk's req/s and the door's CPU a request,
+# in µs (wrk shares the cores: the CPU moves less than req/s), as "rate cpu".
 poll() {
   local before after
   before=$(awk '{print $14 + $15}' "/proc/$1/stat")
-  wrk -t1 -c"$connections" -d"${seconds}s" -s "$3" "$2/" >"$tmp/wrk.txt"
+  wrk -t1 -c"${4:-$connections}" -d"${seconds}s" -s "$3" "$2/" >"$tmp/wrk.txt"
   after=$(awk '{print $14 + $15}' "/proc/$1/stat")
   awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
     '/Requests\/sec/ {rate = $2} /^ *[0-9]+ requests in/ {n = $1}
@@ -61,6 +65,23 @@ for setting in kept none; do
   url[$setting]=$door_url
   pid[$setting]=$door_pid
   task=$(send_task "$door_url")
+  # A task waiting for input, which each message of `changing` continues
+  # (after the completed one: under queue acceptance it would wait behind).
+  asking=$(curl -s -X POST "$door_url/" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m0","role":"ROLE_USER","parts":[{"text":"ask go?"}]}}}' |
+    grep -o 'tsk_[0-9a-f]*' | head -1)
+  cat >"$tmp/changing-$setting.lua" <<LUA
+local n = 0
+request = function()
+  n = n + 1
+  local headers = {["Content-Type"] = "application/json", ["A2A-Version"] = "1.0"}
+  if n % 2 == 1 then
+    return wrk.format("POST", "/", headers, '{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"$asking"}}')
+  end
+  local body = '{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"messageId":"m' .. n .. '","taskId":"$asking","role":"ROLE_USER","parts":[{"text":"ask again?"}]},"configuration":{"returnImmediately":true}}}'
+  return wrk.format("POST", "/", headers, body)
+end
+LUA
   rpc_lua "$tmp/repeat-$setting.lua" '{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"'"$task"'"}}'
   cat >"$tmp/new-$setting.lua" <<LUA
 local n = 0
@@ -76,29 +97,31 @@ echo "# GetTask polls with and without kept answers: ${seconds} s a load, ${conn
 echo
 echo "req/s and the door's CPU a request, each round, then the median."
 echo
-echo "| Round | repeat, kept | repeat, none | all new, kept | all new, none |"
-echo "| --- | --- | --- | --- | --- |"
-loads=("repeat kept" "repeat none" "new kept" "new none")
+echo "| Round | repeat, kept | repeat, none | all new, kept | all new, none | changing, kept | changing, none |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+loads=("repeat kept" "repeat none" "new kept" "new none" "changing kept" "changing none")
 for round in $(seq "$rounds"); do
   row=()
   # Every other round runs the loads in the other order.
-  order=(0 1 2 3)
-  [ $((round % 2)) = 0 ] && order=(1 0 3 2)
+  order=(0 1 2 3 4 5)
+  [ $((round % 2)) = 0 ] && order=(1 0 3 2 5 4)
   for i in "${order[@]}"; do
     read -r load setting <<<"${loads[$i]}"
-    result=$(poll "${pid[$setting]}" "${url[$setting]}" "$tmp/$load-$setting.lua")
+    over=$connections
+    [ "$load" = changing ] && over=1
+    result=$(poll "${pid[$setting]}" "${url[$setting]}" "$tmp/$load-$setting.lua" "$over")
     echo "$result" >>"$tmp/results-$i"
     row[i]=$result
   done
   printf '| %s |' "$round"
-  for i in 0 1 2 3; do
+  for i in 0 1 2 3 4 5; do
     read -r rate cpu <<<"${row[$i]}"
     printf " %'d req/s, %d µs |" "$rate" "$cpu"
   done
   echo
 done
 printf '| median |'
-for i in 0 1 2 3; do
+for i in 0 1 2 3 4 5; do
   rate=$(cut -d' ' -f1 "$tmp/results-$i" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
   cpu=$(cut -d' ' -f2 "$tmp/results-$i" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
   printf " %'d req/s, %d µs |" "$rate" "$cpu"

@@ -110,6 +110,13 @@ struct Container {
     _stderr: std::sync::mpsc::Receiver<String>,
 }
 
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Container {
     fn start(resources: &BTreeMap<String, Yaml>) -> Container {
         let set = &resources["StatefulSet/murmur-door"]["spec"]["template"];
