@@ -86,10 +86,7 @@ impl Capsule {
             shared,
         } = config;
         let opened = Store::open(&state, resume, tasks::now_ms())?;
-        let hostnames = match &listen {
-            Listen::Hostnames(names) => names.clone(),
-            Listen::Port(_) => Vec::new(),
-        };
+        let hostnames = listen.hostnames().to_vec();
         let (listener, url) = match listen {
             Listen::Port(listen) => {
                 let listener = TcpListener::bind(listen)

@@ -194,10 +194,6 @@ impl Host {
             );
         }
         let name = entry.name.clone();
-        let hostnames = match &entry.listen {
-            Listen::Hostnames(names) => names.clone(),
-            Listen::Port(_) => Vec::new(),
-        };
         let share = entry
             .instances
             .unwrap_or(self.limits.capsule_instances)
@@ -227,7 +223,7 @@ impl Host {
             Ok(capsule) => {
                 let url = capsule.url.clone();
                 if let Some((_, names)) = &by_name {
-                    names.insert(&hostnames, &capsule.server);
+                    names.insert(&capsule.hostnames, &capsule.server);
                 }
                 if let Some(hosted) = capsules.get_mut(&name) {
                     hosted.capsule = Some(Arc::new(capsule));
@@ -392,13 +388,15 @@ impl Host {
     /// requests in flight are answered, and last the shared listener's
     /// connections close.
     pub async fn close(&self) {
-        let shared_listener = self
+        let mut shared_listener = self
             .shared_listener
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        if let Some(shared) = &shared_listener {
+        if let Some(shared) = &mut shared_listener {
             shared.accepting.abort();
+            // Dropped, with its listener, once the abort has taken.
+            let _ = (&mut shared.accepting).await;
         }
         let capsules: Vec<Arc<Capsule>> = {
             let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());

@@ -91,6 +91,16 @@ pub enum Listen {
     Hostnames(Vec<String>),
 }
 
+impl Listen {
+    /// The host names it is reached by; none on a port of its own.
+    pub fn hostnames(&self) -> &[String] {
+        match self {
+            Listen::Hostnames(names) => names,
+            Listen::Port(_) => &[],
+        }
+    }
+}
+
 /// The most host names one entry may claim.
 const MAX_HOSTNAMES: usize = 64;
 
