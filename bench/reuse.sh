@@ -47,7 +47,7 @@ poll() {
   after=$(awk '{print $14 + $15}' "/proc/$1/stat")
   awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
     '/Requests\/sec/ {rate = $2} /^ *[0-9]+ requests in/ {n = $1}
-     END {printf "%d %d", rate, ticks / hz * 1e6 / n}' "$tmp/wrk.txt"
+     END {printf "%d %.1f", rate, ticks / hz * 1e6 / n}' "$tmp/wrk.txt"
 }
 
 declare -A url pid
@@ -95,7 +95,7 @@ done
 
 echo "# GetTask polls with and without kept answers: ${seconds} s a load, ${connections} connections, ${rounds} rounds"
 echo
-echo "req/s and the door's CPU a request, each round, then the median."
+echo "req/s and the door's CPU a request (µs), each round, then the median."
 echo
 echo "| Round | repeat, kept | repeat, none | all new, kept | all new, none | changing, kept | changing, none |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
@@ -116,7 +116,7 @@ for round in $(seq "$rounds"); do
   printf '| %s |' "$round"
   for i in 0 1 2 3 4 5; do
     read -r rate cpu <<<"${row[$i]}"
-    printf " %'d req/s, %d µs |" "$rate" "$cpu"
+    printf " %'d req/s, %.1f µs |" "$rate" "$cpu"
   done
   echo
 done
@@ -124,6 +124,6 @@ printf '| median |'
 for i in 0 1 2 3 4 5; do
   rate=$(cut -d' ' -f1 "$tmp/results-$i" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
   cpu=$(cut -d' ' -f2 "$tmp/results-$i" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
-  printf " %'d req/s, %d µs |" "$rate" "$cpu"
+  printf " %'d req/s, %.1f µs |" "$rate" "$cpu"
 done
 echo

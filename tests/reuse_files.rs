@@ -213,7 +213,7 @@ fn a_reused_file_answer_is_what_a_fresh_door_answers() {
         };
         let counts = run.keeping.doors.reuse_counts.clone();
         let steps = async {
-            for _ in 0..500 {
+            for _ in 0..1000 {
                 match run.random.below(20) {
                     0..=5 => run.change(),
                     6 => drop(run.keeping.doors.install(run.door.clone(), "swap".into())),

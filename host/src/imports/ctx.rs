@@ -67,6 +67,10 @@ pub struct DoorCtx {
     /// Writes of at most [`CHUNK_BYTES`] a streamed body
     /// queues ahead of the socket.
     pub stream_chunks: usize,
+    /// Whether an answer the door declares reusable may be kept (decided
+    /// before the call): only then are its body, its answer and what it
+    /// read noted for it.
+    pub keeping: bool,
     /// The body the door read, kept for an answer it declares reusable.
     pub body_read: Option<Bytes>,
     /// The answer the door declared reusable, as sent.
@@ -171,6 +175,7 @@ impl DoorCtx {
             started: None,
             framer: None,
             stream_chunks: QUEUE_BYTES / CHUNK_BYTES,
+            keeping: false,
             body_read: None,
             declared: None,
             sent_file: None,

@@ -18,7 +18,9 @@ impl Host for DoorCtxView<'_> {
         // A body past a limit ends in an error, which the tally has noted:
         // the door answers `unread`, and the host answers for it.
         let bytes = body.collect().await.ok()?.to_bytes();
-        self.ctx.body_read = Some(bytes.clone());
+        if self.ctx.keeping {
+            self.ctx.body_read = Some(bytes.clone());
+        }
         Some(Vec::from(bytes))
     }
 }

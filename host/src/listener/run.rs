@@ -100,8 +100,10 @@ impl Run {
             // otherwise (an older door).
             match &instance.answers {
                 Some(answers) => {
+                    let reuse = &serving.live().reuse;
+                    store.data_mut().door.keeping = reuse.keeps(keep_as.looked_up());
                     one_call::answer(answers, &mut store, &parts, body, sender).await?;
-                    keep_declared(&serving.live().reuse, &mut store, &parts, keep_as);
+                    keep_declared(reuse, &mut store, &parts, keep_as);
                 }
                 None => {
                     let request = Request::from_parts(parts, body);
@@ -163,16 +165,17 @@ fn keep_declared(
     // Nothing of the body outlives its answer, whatever the door declared:
     // a kept instance does not hold its last request's body.
     let body = door.body_read.take();
+    // Noted only when the host may keep it (`DoorCtx::keeping`).
     let Some(declared) = door.declared.take() else {
         return;
     };
-    let changed = door.changed.load(std::sync::atomic::Ordering::Relaxed);
-    if changed || !reuse.keeps(keep_as.looked_up()) {
+    if door.changed.load(std::sync::atomic::Ordering::Relaxed) {
         return;
     }
+    let lookup = keep_as.lookup;
     if let Some(request) = keep_as.request(parts, body.as_ref()) {
         let reads = std::mem::take(&mut door.reads);
-        reuse.keep(request, declared, reads, &door.session.planes);
+        reuse.keep(request, declared, reads, &door.session.planes, lookup);
     }
 }
 

@@ -694,12 +694,18 @@ impl Server {
             client,
             ..KeepAs::default()
         };
-        if !(parts.method == hyper::Method::POST && small || planed)
-            || !reuse.holds_any()
-            || !reuse.samples()
-        {
+        let may_repeat = parts.method == hyper::Method::POST && small || planed;
+        let lookup = match may_repeat && reuse.holds_any() {
+            true => reuse.samples(),
+            false => None,
+        };
+        let Some(lookup) = lookup else {
             return Repeat::Run(body.boxed_unsync(), unkept);
-        }
+        };
+        let unkept = KeepAs {
+            lookup: Some(lookup),
+            ..unkept
+        };
         // Kept under the head the door was asked with.
         self.address(parts);
         let head = reuse::Head::of(parts, client);

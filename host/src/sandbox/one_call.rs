@@ -49,6 +49,8 @@ pub async fn answer(
     door.body = None;
     let head = door.head.take();
     let sent_file = door.sent_file.take();
+    // What the door declared is noted only when the host may keep it.
+    let keeping = door.keeping;
     let (response, depends, head) = match (reply?, head) {
         (Reply::Whole(response), Some(head)) => (response, None, head),
         (Reply::Reusable(r), Some(head)) => {
@@ -68,7 +70,7 @@ pub async fn answer(
                 (Some(response), Some(head), None) => (response, Some(declared(None)), head),
                 // Sent through `send-file`: its head is out already.
                 (None, None, Some(((status, headers), sent))) => {
-                    store.data_mut().door.declared = Some(Declared {
+                    store.data_mut().door.declared = keeping.then(|| Declared {
                         status,
                         headers,
                         body: Bytes::new(),
@@ -102,7 +104,7 @@ pub async fn answer(
         }
     };
     let body = Bytes::from(response.body);
-    let declared = depends.map(|depends| Declared {
+    let declared = depends.filter(|_| keeping).map(|depends| Declared {
         status: response.status,
         headers: response.headers.clone(),
         body: body.clone(),

@@ -36,11 +36,13 @@
 //! no answer kept) is refused before its body as without; the door then
 //! reads the host's copy. While lookups mostly miss, one request in
 //! [`SAMPLE`] is looked up, and only the answers of requests looked up are
-//! kept, so a poll that never finds its answer costs about what it costs
-//! with nothing kept; until an answer is kept, no request is looked up at
-//! all.
+//! kept, each only the second time its request is looked up and missed, so
+//! a poll that never finds its answer costs what it costs with nothing
+//! kept, and answers never asked again do not churn the memo; until an
+//! answer is kept, no request is looked up at all.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -66,14 +68,24 @@ pub const REUSE_BYTES: usize = 4 << 20;
 pub const MAX_BODY: usize = 4 << 10;
 /// Bytes an answer is counted for beyond its key, head and body.
 const ENTRY_BYTES: usize = 128;
+/// A version looks up every request that may be a repeat while at least
+/// one lookup in this many lately found its answer: below that, a lookup
+/// and the answer kept after a miss (about 7 µs together, against the
+/// 30 µs a hit saves) cost more than the hits save.
+const FOUND: u64 = 4;
 /// While a version's lookups mostly miss (every poll finds its task
 /// changed, or every request is new), it looks up one request in this
-/// many: a poll that finds nothing then costs about what it costs with
-/// nothing kept, and the first repeats found open the way again.
-const SAMPLE: u64 = 8;
+/// many: a poll that finds nothing then costs what it costs with nothing
+/// kept, within a few tenths of a microsecond, and the first repeats found
+/// open the way again.
+const SAMPLE: u64 = 32;
 /// Lookups counted before the counts are halved, so the rate follows what
 /// the clients do now.
 const WINDOW: u64 = 1024;
+/// Requests remembered (by their key's hash, a slot each) as looked up one
+/// in [`SAMPLE`] and missed: such a request's answer is kept the second
+/// time it is seen.
+const SEEN: usize = 64;
 
 /// How answers were reused, across a door's versions.
 #[derive(Debug, Default)]
@@ -117,21 +129,35 @@ struct Memo {
     heads: HashMap<Vec<u8>, usize>,
     bytes: usize,
     generation: u64,
+    /// The hashes of requests sampled and missed, by slot ([`SEEN`]).
+    seen: Vec<u64>,
 }
 
 impl Memo {
+    /// Whether the request of `key` was seen (sampled and missed) before;
+    /// it is remembered as seen now, in a slot another may take.
+    fn seen_again(&mut self, key: &[u8]) -> bool {
+        let hash = self.entries.hasher().hash_one(key);
+        if self.seen.is_empty() {
+            self.seen = vec![0; SEEN];
+        }
+        let slot = &mut self.seen[hash as usize % SEEN];
+        let again = *slot == hash;
+        *slot = hash;
+        again
+    }
+
     /// Drops the answer kept under `key`, if it is the one of `generation`
     /// (any, when None): whether it was there.
     fn remove(&mut self, key: &[u8], generation: Option<u64>) -> bool {
-        let Some(entry) = self.entries.get(key) else {
+        // One look in the map: an answer kept again since is put back.
+        let Some((kept, entry)) = self.entries.remove_entry(key) else {
             return false;
         };
         if generation.is_some_and(|g| g != entry.generation) {
+            self.entries.insert(kept, entry);
             return false;
         }
-        let Some(entry) = self.entries.remove(key) else {
-            return false;
-        };
         self.bytes -= entry.bytes;
         let head = &key[..entry.head];
         if let Some(count) = self.heads.get_mut(head) {
@@ -370,6 +396,18 @@ impl Visitor<'_> for IsIdVisitor {
     }
 }
 
+/// How a request that may be a repeat is looked up ([`Reuse::samples`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// As every such request is, while lookups lately find answers: the
+    /// answer of one not found is kept.
+    Every,
+    /// As one in [`SAMPLE`] is, while lookups mostly miss: the answer of
+    /// one not found is kept the second time the request is seen, so
+    /// answers never asked again (every request new) are not kept.
+    Sampled,
+}
+
 /// What an answer the door declares reusable is kept under: the client on
 /// a public door, and the request, when the host read its body already.
 #[derive(Debug, Default)]
@@ -380,13 +418,15 @@ pub struct KeepAs {
     pub request: Option<Request>,
     /// Its head, when the host made it before the door ran.
     pub head: Option<Head>,
+    /// How it was looked up, when it was.
+    pub lookup: Option<Lookup>,
 }
 
 impl KeepAs {
     /// Whether the request was looked up (its head made, or found with an
     /// answer kept under it) before the door ran.
     pub fn looked_up(&self) -> bool {
-        self.head.is_some() || self.request.is_some()
+        self.lookup.is_some()
     }
 
     /// The request as looked up, or made of `parts` and the body the door
@@ -396,6 +436,7 @@ impl KeepAs {
             client,
             request,
             head,
+            lookup: _,
         } = self;
         request.or_else(|| {
             let head = || head.unwrap_or_else(|| Head::of(parts, client));
@@ -483,33 +524,38 @@ impl Reuse {
         self.held.load(Ordering::Relaxed)
     }
 
-    /// Whether a request that may be a repeat is looked up: every one while
-    /// at least one lookup in [`SAMPLE`] lately found its answer, one in
-    /// [`SAMPLE`] (counted by each thread) while they mostly miss (every
-    /// poll finds its task changed, or every request is new). Asked before
-    /// the request's head is made: a request not looked up reads two counts
-    /// and adds to one of its thread's own.
-    pub fn samples(&self) -> bool {
+    /// Whether and how a request that may be a repeat is looked up: every
+    /// one while at least one lookup in [`FOUND`] lately found its answer,
+    /// one in [`SAMPLE`] (counted by each thread) while they mostly miss
+    /// (every poll finds its task changed, or every request is new). Asked
+    /// before the request's head is made: a request not looked up reads two
+    /// counts and adds to one of its thread's own.
+    pub fn samples(&self) -> Option<Lookup> {
         thread_local! {
             static PASSED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
         }
         let looked = self.looked.load(Ordering::Relaxed);
         let hits = self.recent_hits.load(Ordering::Relaxed);
         // The first few of a version are all looked up.
-        let sampled = (hits + 1) * SAMPLE > looked
-            || PASSED.with(|passed| {
+        let lookup = if (hits + 1) * FOUND > looked {
+            Lookup::Every
+        } else {
+            let n = PASSED.with(|passed| {
                 let n = passed.get() + 1;
                 passed.set(n);
-                n.is_multiple_of(SAMPLE)
+                n
             });
-        if sampled {
-            let looked = self.looked.fetch_add(1, Ordering::Relaxed) + 1;
-            if looked >= WINDOW {
-                self.looked.store(looked / 2, Ordering::Relaxed);
-                self.recent_hits.store(hits / 2, Ordering::Relaxed);
+            match n.is_multiple_of(SAMPLE) {
+                true => Lookup::Sampled,
+                false => return None,
             }
+        };
+        let looked = self.looked.fetch_add(1, Ordering::Relaxed) + 1;
+        if looked >= WINDOW {
+            self.looked.store(looked / 2, Ordering::Relaxed);
+            self.recent_hits.store(hits / 2, Ordering::Relaxed);
         }
-        sampled
+        Some(lookup)
     }
 
     /// Whether an answer is kept for a request of `head`: only then is a
@@ -616,13 +662,16 @@ impl Reuse {
     /// Keeps `declared`, the answer to `request`, when the door's `reads`
     /// let it stand for a repeat and what it depends on is as the door
     /// says: the id it names is the request's, or the file it names is the
-    /// one it read (found again in `planes`). Whether it was kept.
+    /// one it read (found again in `planes`). A request looked up as
+    /// [`Lookup::Sampled`] has its answer kept only the second time it is
+    /// seen. Whether it was kept.
     pub fn keep(
         &self,
         request: Request,
         declared: Declared,
         reads: Reads,
         planes: &Planes,
+        lookup: Option<Lookup>,
     ) -> bool {
         let store_read = !reads.tasks.is_empty() || reads.listing;
         if reads.other || store_read && reads.tasks_since.is_none() {
@@ -674,6 +723,9 @@ impl Reuse {
             return false;
         }
         let mut memo = self.lock();
+        if lookup == Some(Lookup::Sampled) && !memo.seen_again(&request.key) {
+            return false;
+        }
         memo.generation += 1;
         let generation = memo.generation;
         let entry = Entry {
@@ -713,6 +765,7 @@ impl Reuse {
         let dropped = memo.entries.len() as u64;
         *memo = Memo {
             generation: memo.generation,
+            seen: std::mem::take(&mut memo.seen),
             ..Memo::default()
         };
         self.counts.dropped.fetch_add(dropped, Ordering::Relaxed);
@@ -831,6 +884,80 @@ mod tests {
         assert_ne!(here.key, there.key);
         let sized = Request::of(&parts(&[("content-length", "44")]), None, body).unwrap();
         assert_eq!(sized.key, Request::of(&parts(&[]), None, body).unwrap().key);
+    }
+
+    fn declared(body: &str) -> Declared {
+        Declared {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: Bytes::copy_from_slice(body.as_bytes()),
+            depends: Depends::Id { at: 6, len: 1 },
+        }
+    }
+
+    fn read_nothing() -> Reads {
+        Reads {
+            tasks_since: Some(0),
+            ..Reads::default()
+        }
+    }
+
+    /// While lookups mostly miss, a request looked up as one of a sample has
+    /// its answer kept only the second time it is seen: answers never asked
+    /// again do not churn the memo. One looked up as every request is has
+    /// it kept at once.
+    #[test]
+    fn a_sampled_request_is_kept_the_second_time_it_is_seen() {
+        let reuse = Reuse::new(REUSE_BYTES, Arc::default());
+        let planes = Planes::default();
+        let body = r#"{"id":1,"method":"GetTask","params":{"id":"t"}}"#;
+        let keep = |lookup| {
+            let request = key(body).unwrap();
+            reuse.keep(
+                request,
+                declared(r#"{"id":1}"#),
+                read_nothing(),
+                &planes,
+                lookup,
+            )
+        };
+        assert!(!keep(Some(Lookup::Sampled)));
+        assert!(!reuse.holds_any());
+        assert!(keep(Some(Lookup::Sampled)));
+        assert!(reuse.holds_any());
+        let other = r#"{"id":1,"method":"GetTask","params":{"id":"u"}}"#;
+        let request = key(other).unwrap();
+        let kept = reuse.keep(
+            request,
+            declared(r#"{"id":1}"#),
+            read_nothing(),
+            &planes,
+            Some(Lookup::Every),
+        );
+        assert!(kept);
+        assert_eq!(reuse.counts.kept.load(Ordering::Relaxed), 2);
+    }
+
+    /// Every request is looked up while at least one lookup in FOUND finds
+    /// its answer, and one in SAMPLE once they all miss.
+    #[test]
+    fn lookups_thin_out_while_they_miss() {
+        let reuse = Reuse::new(REUSE_BYTES, Arc::default());
+        let lookups: Vec<_> = (0..4 * WINDOW).map(|_| reuse.samples()).collect();
+        let first = &lookups[..FOUND as usize];
+        assert!(first.iter().all(|l| *l == Some(Lookup::Every)));
+        let later = &lookups[2 * WINDOW as usize..];
+        let sampled = later
+            .iter()
+            .filter(|l| **l == Some(Lookup::Sampled))
+            .count();
+        assert_eq!(sampled, later.len() / SAMPLE as usize);
+        assert!(!later.contains(&Some(Lookup::Every)));
+        // Found answers bring every request back.
+        reuse
+            .recent_hits
+            .store(reuse.looked.load(Ordering::Relaxed), Ordering::Relaxed);
+        assert_eq!(reuse.samples(), Some(Lookup::Every));
     }
 
     /// The id as the door writes it back: escapes resolved, the last of two.
