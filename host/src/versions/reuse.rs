@@ -765,7 +765,6 @@ impl Reuse {
         let dropped = memo.entries.len() as u64;
         *memo = Memo {
             generation: memo.generation,
-            seen: std::mem::take(&mut memo.seen),
             ..Memo::default()
         };
         self.counts.dropped.fetch_add(dropped, Ordering::Relaxed);
