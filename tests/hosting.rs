@@ -456,6 +456,75 @@ fn metrics_count_each_capsules_requests_and_tasks() {
     assert!(text.trim_end().ends_with("# EOF"));
 }
 
+/// The value of the metric line `name` (labels included) in `metrics`.
+fn metric(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+        .parse()
+        .unwrap()
+}
+
+/// A hostile client asking hundreds of different ListTasks, each twice so
+/// that each answer is kept, makes the host hold at most `--reuse-bytes` of
+/// kept answers (docs/operations.md, "What a client can make the host
+/// hold"): the oldest give way, every repeat is still answered from the
+/// memo, a swap drops what the version swapped out kept, and a
+/// well-behaved client is answered at once.
+#[test]
+fn kept_answers_hold_at_most_their_bytes() {
+    const MAX: u64 = 32 << 10;
+    let host = launch(&THREE[..1], &["--reuse-bytes", &MAX.to_string()]);
+    let alpha = &host.urls["alpha"];
+    let page = |id: u64, context: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"ListTasks","params":{{"contextId":"c{context}"}}}}"#
+        )
+    };
+    let bytes = r#"murmur_door_capsule_reused_bytes{capsule="alpha"}"#;
+    let outcome = |o: &str| {
+        format!(r#"murmur_door_capsule_reused_answers_total{{capsule="alpha",outcome="{o}"}}"#)
+    };
+    let mut most = 0;
+    for context in 0..400 {
+        let first = common::post(alpha, &page(1, context));
+        let again = common::post(alpha, &page(2, context));
+        assert_eq!(first.status, 200, "{}", first.text());
+        assert_eq!(
+            first.json()["result"],
+            json!({"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0})
+        );
+        assert_eq!(again.json()["id"], 2);
+        assert_eq!(again.json()["result"], first.json()["result"]);
+        if context % 50 == 49 {
+            let metrics = host.control("GET", "/metrics", b"").text();
+            let held = metric(&metrics, bytes);
+            assert!(held <= MAX, "{held} bytes kept");
+            most = most.max(held);
+        }
+    }
+    let metrics = host.control("GET", "/metrics", b"").text();
+    // Each repeat was found: the bound is what pushed answers out.
+    assert_eq!(metric(&metrics, &outcome("hit")), 400, "{metrics}");
+    assert!(most > MAX / 2, "{most}");
+    assert!(metric(&metrics, &outcome("dropped")) > 300, "{metrics}");
+
+    let started = std::time::Instant::now();
+    assert_eq!(host.card("alpha").status, 200);
+    assert_eq!(common::post(alpha, &page(3, 0)).status, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let reply = host.control("POST", "/swap?capsules=alpha", EMBEDDED_DOOR);
+    assert_eq!(reply.json()["swapped"], json!(["alpha"]));
+    let metrics = host.control("GET", "/metrics", b"").text();
+    assert_eq!(metric(&metrics, bytes), 0, "{metrics}");
+}
+
 /// A capsule on the host's library: its entry in `dir`, named `name`.
 fn entry(dir: &Path, name: &str) -> murmur_door_host::roster::Entry {
     let manifest = dir.join(format!("{name}.yaml"));

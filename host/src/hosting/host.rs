@@ -426,6 +426,7 @@ impl Host {
         let tasks = Family::<TaskLabels, Gauge>::default();
         let swaps = Family::<OutcomeLabels, Counter>::default();
         let reuses = Family::<OutcomeLabels, Counter>::default();
+        let reused_bytes = Family::<CapsuleLabel, Gauge>::default();
         let capsules: Vec<(String, Arc<Capsule>)> = self.chosen(None).unwrap_or_default();
         for (name, capsule) in &capsules {
             let label = CapsuleLabel {
@@ -438,6 +439,9 @@ impl Host {
             streams
                 .get_or_create(&label)
                 .set(server.open_streams() as i64);
+            reused_bytes
+                .get_or_create(&label)
+                .set(server.doors.reused_bytes() as i64);
             for (state, count) in capsule.session.tasks.count_by_state().unwrap_or_default() {
                 let labels = TaskLabels {
                     capsule: name.clone(),
@@ -489,6 +493,11 @@ impl Host {
             "murmur_door_capsule_reused_answers",
             "Answers a capsule's door declared reusable: looked up and sent again (hit), looked up and not found (miss), kept, dropped",
             reuses,
+        );
+        registry.register(
+            "murmur_door_capsule_reused_bytes",
+            "Bytes of answers a capsule's door keeps to send again (at most --reuse-bytes)",
+            reused_bytes,
         );
 
         capsules.len()

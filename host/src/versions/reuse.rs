@@ -518,6 +518,18 @@ impl Reuse {
         self.evict(&mut memo);
     }
 
+    /// Keeps nothing from now on, and drops what it kept: a version swapped
+    /// out, whose requests still in flight would otherwise keep answers no
+    /// one looks up, beside the live version's `--reuse-bytes`.
+    pub fn retire(&self) {
+        self.set_max_bytes(0);
+    }
+
+    /// Bytes of answers kept now (at most `--reuse-bytes`).
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
     /// Whether any answer is kept: until one is, no request is looked up
     /// and its head is not made for it.
     pub fn holds_any(&self) -> bool {
@@ -935,6 +947,52 @@ mod tests {
         );
         assert!(kept);
         assert_eq!(reuse.counts.kept.load(Ordering::Relaxed), 2);
+    }
+
+    /// A client asking many different requests twice each (so every one
+    /// is kept) holds at most the memo's bytes: the oldest answers give way,
+    /// an answer over an eighth of them is not kept, and a version retired
+    /// by a swap keeps nothing until it is live again (docs/operations.md,
+    /// "What a client can make the host hold").
+    #[test]
+    fn kept_answers_stay_within_their_bytes() {
+        let max = 16 << 10;
+        let reuse = Reuse::new(max, Arc::default());
+        let planes = Planes::default();
+        let filler = "x".repeat(200);
+        let keep = |page: usize, answer: &str| {
+            let body = format!(r#"{{"id":1,"method":"ListTasks","params":{{"pageSize":{page}}}}}"#);
+            let answer = format!(r#"{{"id":1,"result":"{answer}"}}"#);
+            let request = key(&body).unwrap();
+            let lookup = Some(Lookup::Every);
+            reuse.keep(request, declared(&answer), read_nothing(), &planes, lookup)
+        };
+        for page in 0..2_000 {
+            assert!(keep(page, &filler));
+            // Some kept again: the pairs they leave in the order are swept.
+            assert!(keep(page / 2, &filler));
+            let memo = reuse.lock();
+            let counted: usize = memo.entries.values().map(|e| e.bytes).sum();
+            assert_eq!(memo.bytes, counted);
+            assert!(memo.bytes <= max, "{} bytes kept", memo.bytes);
+            assert!(memo.order.len() <= 2 * memo.entries.len() + 65);
+            assert!(memo.heads.values().sum::<usize>() == memo.entries.len());
+        }
+        let held = reuse.bytes();
+        assert!(held > max / 2, "{held}");
+        let dropped = reuse.counts.dropped.load(Ordering::Relaxed);
+        assert!(dropped > 2_500, "{dropped} dropped, {held} held");
+
+        assert!(!keep(1, &"x".repeat(max / 8)));
+        assert_eq!(reuse.bytes(), held);
+
+        reuse.retire();
+        assert_eq!((reuse.bytes(), reuse.holds_any()), (0, false));
+        assert!(!reuse.keeps(true));
+        assert!(!keep(1, &filler));
+        reuse.set_max_bytes(max);
+        assert!(reuse.keeps(true));
+        assert!(keep(1, &filler));
     }
 
     /// Every request is looked up while at least one lookup in FOUND finds

@@ -168,7 +168,8 @@ pub struct Doors {
     max_component_bytes: usize,
     /// Swaps made, refused after compiling (the trial failed), rollbacks.
     pub counts: Arc<SwapCounts>,
-    /// Bytes of reusable answers each version keeps (`--reuse-bytes`).
+    /// Bytes of reusable answers the live version keeps (`--reuse-bytes`);
+    /// one swapped out keeps none.
     reuse_bytes: usize,
     /// How answers were reused, across versions.
     pub reuse_counts: Arc<ReuseCounts>,
@@ -239,11 +240,20 @@ impl Doors {
         }
     }
 
-    /// Each version keeps at most `max` bytes of reusable answers (0: none).
+    /// The live version keeps at most `max` bytes of reusable answers (0:
+    /// none).
     pub fn with_reuse_bytes(mut self, max: usize) -> Doors {
         self.reuse_bytes = max;
         self.live().reuse.set_max_bytes(max);
         self
+    }
+
+    /// Bytes of reusable answers kept now, by the live version and the
+    /// previous one (which keeps none once swapped out).
+    pub fn reused_bytes(&self) -> usize {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let previous = slots.previous.as_ref().map_or(0, |p| p.reuse.bytes());
+        self.live().reuse.bytes() + previous
     }
 
     /// A component to swap in is at most `max` bytes.
@@ -356,7 +366,7 @@ impl Doors {
         });
         slots.next_version += 1;
         let old = self.live.swap(new.clone());
-        old.reuse.clear();
+        old.reuse.retire();
         slots.previous = Some(old.clone());
         Swapped { old, new }
     }
@@ -368,9 +378,10 @@ impl Doors {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let new = slots.previous.take()?;
         let old = self.live.swap(new.clone());
-        // What either version kept was answered before the rollback.
-        old.reuse.clear();
-        new.reuse.clear();
+        // The version swapped out keeps nothing; the one back keeps anew
+        // (it kept nothing while it was out).
+        old.reuse.retire();
+        new.reuse.set_max_bytes(self.reuse_bytes);
         slots.previous = Some(old.clone());
         drop(slots);
         self.counts.rolled_back.fetch_add(1, Ordering::Relaxed);
