@@ -342,9 +342,10 @@ fn a_lowered_pool_still_leaves_other_callers_half() {
 }
 
 // Behind a trusted proxy (--trusted-proxy), each client has its own share
-// of the instances, named by the proxy's X-Forwarded-For or Forwarded;
-// from a peer that is not trusted the same headers change nothing, so a
-// client cannot forge its way to a second share.
+// of the instances, named by the proxy's X-Forwarded-For (the default
+// --client-address-header; a Forwarded header is not read, and its clients
+// are the proxy's); from a peer that is not trusted the same headers change
+// nothing, so a client cannot forge its way to a second share.
 #[test]
 fn a_trusted_proxy_names_each_client_and_no_one_else_can() {
     let watch = r#"{"jsonrpc":"2.0","id":"w","method":"murmur.WatchSession","params":{}}"#;
@@ -364,18 +365,137 @@ fn a_trusted_proxy_names_each_client_and_no_one_else_can() {
     ];
     let share = ["--max-instances-per-caller", "2"];
     // The tests connect from 127.0.0.1: trusted, each client its own
-    // share (the first gets two, its third stream is refused).
+    // share (the first gets two, its third stream is refused; the
+    // Forwarded ones are the proxy's own, which has two).
     let trusted = start(
         PUBLIC,
         &[&share[..], &["--trusted-proxy", "127.0.0.0/8"]].concat(),
     );
     assert_eq!(statuses(&trusted, &clients), [200, 200, 429, 200, 200]);
+    // Three Forwarded clients (A, B, A), then three X-Forwarded-For ones
+    // (C, D, C): only the named header's are clients of their own, the
+    // other three share the proxy's two.
+    let mixed = [
+        ("forwarded", "for=203.0.113.2"),
+        ("forwarded", "for=203.0.113.3"),
+        ("forwarded", "for=\"203.0.113.2:4711\";proto=https"),
+        ("x-forwarded-for", "203.0.113.4"),
+        ("x-forwarded-for", "198.51.100.9, 203.0.113.5"),
+        ("x-forwarded-for", "203.0.113.4"),
+    ];
+    let by_default = start(
+        PUBLIC,
+        &[&share[..], &["--trusted-proxy", "127.0.0.0/8"]].concat(),
+    );
+    assert_eq!(
+        statuses(&by_default, &mixed),
+        [200, 200, 429, 200, 200, 200]
+    );
+    let by_forwarded = start(
+        PUBLIC,
+        &[
+            &share[..],
+            &["--trusted-proxy", "127.0.0.0/8"],
+            &["--client-address-header", "forwarded"],
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        statuses(&by_forwarded, &mixed),
+        [200, 200, 200, 200, 200, 429]
+    );
     // Not trusted: every stream is 127.0.0.1's, whatever it says.
     let untrusted = start(
         PUBLIC,
         &[&share[..], &["--trusted-proxy", "10.0.0.0/8"]].concat(),
     );
     assert_eq!(statuses(&untrusted, &clients), [200, 200, 429, 429, 429]);
+}
+
+/// A public door with a peer plane, behind a trusted proxy at 127.0.0.1,
+/// reading the client from `header` (None: the default).
+fn behind_a_proxy(header: Option<&str>) -> Door {
+    let yaml = "name: peers\nversion: 0.1.0\nexports:\n  peer_files: [shared/**]\n";
+    let mut flags = vec!["--trusted-proxy", "127.0.0.1/32"];
+    if let Some(header) = header {
+        flags.extend(["--client-address-header", header]);
+    }
+    start(yaml, &flags)
+}
+
+/// A redeem of an unknown handle by a client the `headers` name.
+fn guess(door: &Door, headers: &[(&str, &str)]) -> u16 {
+    let mut headers = headers.to_vec();
+    headers.push(("x-murmur-audience", "beta"));
+    door.request("GET", "/resources/peer/guess", &headers, b"")
+        .status
+}
+
+/// Issue 47, item 5: behind a trusted proxy only the header the operator
+/// names (`--client-address-header`, default `x-forwarded-for`) says who
+/// the client is. An attacker sending both headers spends its own budget of
+/// failed redeems, never the address it wrote in the other header.
+#[test]
+fn a_client_cannot_name_itself_in_the_header_the_proxy_does_not_set() {
+    let (victim, attacker) = ("198.51.100.1", "203.0.113.66");
+    let forwarded_victim = format!("for={victim}");
+    let forwarded_attacker = format!("for={attacker}");
+    let both = [
+        ("forwarded", forwarded_victim.as_str()),
+        ("x-forwarded-for", attacker),
+    ];
+
+    // The default: X-Forwarded-For is the proxy's, Forwarded the client's.
+    let door = behind_a_proxy(None);
+    for _ in 0..30 {
+        assert_eq!(guess(&door, &both), 404);
+    }
+    assert_eq!(guess(&door, &[("x-forwarded-for", attacker)]), 429);
+    assert_eq!(guess(&door, &[("x-forwarded-for", victim)]), 404);
+    // Forwarded alone names nobody: the proxy itself, not limited.
+    assert_eq!(guess(&door, &[("forwarded", &forwarded_attacker)]), 404);
+
+    // --client-address-header forwarded: only Forwarded is read.
+    let door = behind_a_proxy(Some("forwarded"));
+    let both = [
+        ("forwarded", forwarded_attacker.as_str()),
+        ("x-forwarded-for", victim),
+    ];
+    for _ in 0..30 {
+        assert_eq!(guess(&door, &both), 404);
+    }
+    assert_eq!(guess(&door, &[("forwarded", &forwarded_attacker)]), 429);
+    assert_eq!(guess(&door, &[("forwarded", &forwarded_victim)]), 404);
+    assert_eq!(guess(&door, &[("x-forwarded-for", attacker)]), 404);
+}
+
+/// Issue 47, item 5: any other header name is refused at launch, naming the
+/// flag, and nothing listens.
+#[test]
+fn an_unknown_client_address_header_is_refused_at_launch() {
+    let state = TempDir::new("header");
+    let manifest = state.path().join("murmur.yaml");
+    std::fs::write(&manifest, PUBLIC).unwrap();
+    let output = std::process::Command::new(common::binary())
+        .arg("serve")
+        .arg(&manifest)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--client-address-header",
+            "x-real-ip",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            r#"--client-address-header is x-forwarded-for or forwarded, not "x-real-ip""#
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("door listening"), "{stderr}");
 }
 
 // Item 5: a full pool is waited for, then refused 503 with Retry-After;

@@ -26,7 +26,7 @@ use murmur_door_host::host_control;
 use murmur_door_host::imports::response_stream;
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::memory;
-use murmur_door_host::proxies::{self, TrustedProxies};
+use murmur_door_host::proxies::{self, ClientHeader, TrustedProxies};
 use murmur_door_host::request;
 use murmur_door_host::reuse;
 use murmur_door_host::roster::{self, Entry, Listen, Roster};
@@ -250,11 +250,18 @@ struct DoorArgs {
     #[arg(long, value_name = "MS", default_value_t = admission::INSTANCE_WAIT.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub instance_wait_ms: u64,
-    /// A proxy (an address, or a CIDR network) whose `Forwarded` or
-    /// `X-Forwarded-For` names the client, for its share of the instances;
-    /// repeatable. From anyone else those headers are ignored.
+    /// A proxy (an address, or a CIDR network) whose
+    /// --client-address-header names the client, for its share of the
+    /// instances; repeatable. From anyone else the header is ignored.
     #[arg(long = "trusted-proxy", value_name = "ADDR", value_parser = proxies::parse)]
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The one header a trusted proxy names the client in:
+    /// `x-forwarded-for` or `forwarded` (RFC 7239). The other is never
+    /// read, since a proxy passes through what a client wrote in a header
+    /// it does not set itself.
+    #[arg(long, value_name = "NAME", default_value = "x-forwarded-for",
+          value_parser = proxies::parse_header)]
+    pub client_address_header: ClientHeader,
     /// Serve the door component in this file instead of the embedded
     /// one; SIGHUP loads it again.
     #[arg(long, value_name = "FILE")]
@@ -348,7 +355,7 @@ impl DoorArgs {
                 drain: Duration::from_millis(self.drain_ms),
                 reuse_bytes: self.reuse_bytes,
             },
-            trusted_proxies: TrustedProxies::new(self.trusted_proxies),
+            trusted_proxies: TrustedProxies::new(self.trusted_proxies, self.client_address_header),
             component: self.component,
             max_component_bytes: self.max_component_bytes,
             compile_cache: match self.no_compile_cache {

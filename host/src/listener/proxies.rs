@@ -2,10 +2,12 @@
 //! off the host sits behind a TLS terminator, so every client arrives from
 //! its address and would share one caller's share of the instances. On a
 //! connection from a trusted proxy, the client is the address the proxies
-//! recorded in `Forwarded` (RFC 7239) or, without it, `X-Forwarded-For`:
-//! read from the right, past every trusted hop, the first address that is
-//! not one. What a client wrote there itself sits further left and is never
-//! reached. From anyone else the headers are ignored.
+//! recorded in the one header the operator names (`--client-address-header`:
+//! `X-Forwarded-For` by default, or `Forwarded`, RFC 7239): read from the
+//! right, past every trusted hop, the first address that is not one. What a
+//! client wrote there itself sits further left and is never reached. The
+//! other header is never read: a proxy passes through what it does not set,
+//! so a client could write it whole. From anyone else no header is read.
 
 use std::net::IpAddr;
 use std::str::FromStr;
@@ -13,9 +15,33 @@ use std::str::FromStr;
 use hyper::HeaderMap;
 use ipnet::IpNet;
 
-/// The proxies whose forwarding headers are believed.
+/// The proxies whose forwarding header is believed, and which header that is.
 #[derive(Clone, Debug, Default)]
-pub struct TrustedProxies(Vec<IpNet>);
+pub struct TrustedProxies {
+    proxies: Vec<IpNet>,
+    header: ClientHeader,
+}
+
+/// The one header naming the client (`--client-address-header`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientHeader {
+    /// `X-Forwarded-For`: what nginx, HAProxy and most load balancers append.
+    #[default]
+    XForwardedFor,
+    /// `Forwarded` (RFC 7239), its `for=` parameters.
+    Forwarded,
+}
+
+/// One `--client-address-header`: a header name, in any case.
+pub fn parse_header(value: &str) -> Result<ClientHeader, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "x-forwarded-for" => Ok(ClientHeader::XForwardedFor),
+        "forwarded" => Ok(ClientHeader::Forwarded),
+        _ => Err(format!(
+            "--client-address-header is x-forwarded-for or forwarded, not {value:?}"
+        )),
+    }
+}
 
 /// One `--trusted-proxy`: an address, or a network in CIDR notation.
 pub fn parse(value: &str) -> Result<IpNet, String> {
@@ -25,38 +51,32 @@ pub fn parse(value: &str) -> Result<IpNet, String> {
 }
 
 impl TrustedProxies {
-    /// Believes the forwarding headers of a request from any of `proxies`.
-    pub fn new(proxies: Vec<IpNet>) -> TrustedProxies {
-        TrustedProxies(proxies)
+    /// Believes `header` on a request from any of `proxies`.
+    pub fn new(proxies: Vec<IpNet>, header: ClientHeader) -> TrustedProxies {
+        TrustedProxies { proxies, header }
     }
 
     fn trusts(&self, address: IpAddr) -> bool {
         let address = address.to_canonical();
-        self.0.iter().any(|net| net.contains(&address))
+        self.proxies.iter().any(|net| net.contains(&address))
     }
 
     /// The client of a request that came from `peer` with `headers`.
     pub fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
-        if self.0.is_empty() || !self.trusts(peer) {
+        if self.proxies.is_empty() || !self.trusts(peer) {
             return peer;
         }
-        let forwarded: Vec<&str> = headers
-            .get_all("forwarded")
+        let lines = headers
+            .get_all(match self.header {
+                ClientHeader::XForwardedFor => "x-forwarded-for",
+                ClientHeader::Forwarded => "forwarded",
+            })
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .collect();
-        let hops: Vec<Option<IpAddr>> = if forwarded.is_empty() {
-            headers
-                .get_all("x-forwarded-for")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-                .map(|hop| address(hop.trim()))
-                .collect()
-        } else {
-            forwarded
-                .iter()
-                .flat_map(|v| v.split(','))
+            .flat_map(|v| v.split(','));
+        let hops: Vec<Option<IpAddr>> = match self.header {
+            ClientHeader::XForwardedFor => lines.map(|hop| address(hop.trim())).collect(),
+            ClientHeader::Forwarded => lines
                 .map(|element| {
                     element
                         .split(';')
@@ -64,7 +84,7 @@ impl TrustedProxies {
                         .find(|(name, _)| name.eq_ignore_ascii_case("for"))
                         .and_then(|(_, value)| address(value.trim().trim_matches('"')))
                 })
-                .collect()
+                .collect(),
         };
         let mut client = peer;
         for hop in hops.into_iter().rev() {
@@ -98,7 +118,17 @@ mod tests {
     use super::*;
 
     fn client(trusted: &[&str], peer: &str, headers: &[(&str, &str)]) -> String {
-        let proxies = TrustedProxies::new(trusted.iter().map(|t| parse(t).unwrap()).collect());
+        client_by(ClientHeader::XForwardedFor, trusted, peer, headers)
+    }
+
+    fn client_by(
+        header: ClientHeader,
+        trusted: &[&str],
+        peer: &str,
+        headers: &[(&str, &str)],
+    ) -> String {
+        let proxies =
+            TrustedProxies::new(trusted.iter().map(|t| parse(t).unwrap()).collect(), header);
         let mut map = HeaderMap::new();
         for (name, value) in headers {
             map.append(
@@ -137,8 +167,11 @@ mod tests {
         assert_eq!(client(&trusted, "10.0.0.1", &inside), "10.1.1.1");
     }
 
+    /// Issue 47, item 5: only the header the operator names is read, so a
+    /// client's own `Forwarded`, passed through by a proxy appending
+    /// `X-Forwarded-For`, names nobody (and the other way round).
     #[test]
-    fn forwarded_is_read_before_x_forwarded_for() {
+    fn only_the_named_header_is_read() {
         let trusted = ["10.0.0.0/8", "::1"];
         let both = [
             (
@@ -147,11 +180,50 @@ mod tests {
             ),
             ("x-forwarded-for", "203.0.113.7"),
         ];
-        assert_eq!(client(&trusted, "10.0.0.1", &both), "2001:db8::17");
+        let xff = ClientHeader::XForwardedFor;
+        let fwd = ClientHeader::Forwarded;
+        assert_eq!(client_by(xff, &trusted, "10.0.0.1", &both), "203.0.113.7");
+        assert_eq!(client_by(fwd, &trusted, "10.0.0.1", &both), "2001:db8::17");
+        // The named header absent: the proxy itself, never the other one.
+        let forwarded_only = [("forwarded", "for=198.51.100.9")];
+        assert_eq!(
+            client_by(xff, &trusted, "10.0.0.1", &forwarded_only),
+            "10.0.0.1"
+        );
+        let xff_only = [("x-forwarded-for", "203.0.113.7")];
+        assert_eq!(client_by(fwd, &trusted, "10.0.0.1", &xff_only), "10.0.0.1");
+        // Forwarded read right to left past trusted hops, like X-Forwarded-For.
+        let chain = [(
+            "forwarded",
+            "for=198.51.100.9, for=203.0.113.7;proto=https, for=10.0.0.2",
+        )];
+        assert_eq!(client_by(fwd, &trusted, "10.0.0.1", &chain), "203.0.113.7");
         let ported = [("forwarded", "for=\"203.0.113.7:8080\";by=10.0.0.1")];
-        assert_eq!(client(&trusted, "::1", &ported), "203.0.113.7");
+        assert_eq!(client_by(fwd, &trusted, "::1", &ported), "203.0.113.7");
         let hidden = [("forwarded", "for=_hidden")];
-        assert_eq!(client(&trusted, "10.0.0.1", &hidden), "10.0.0.1");
+        assert_eq!(client_by(fwd, &trusted, "10.0.0.1", &hidden), "10.0.0.1");
+    }
+
+    /// Issue 47, item 5: the flag takes the two header names, in any case,
+    /// and refuses anything else naming itself.
+    #[test]
+    fn the_header_is_one_of_two_names() {
+        assert_eq!(
+            parse_header("x-forwarded-for"),
+            Ok(ClientHeader::XForwardedFor)
+        );
+        assert_eq!(
+            parse_header("X-Forwarded-For"),
+            Ok(ClientHeader::XForwardedFor)
+        );
+        assert_eq!(parse_header("Forwarded"), Ok(ClientHeader::Forwarded));
+        assert_eq!(
+            parse_header("x-real-ip"),
+            Err(
+                r#"--client-address-header is x-forwarded-for or forwarded, not "x-real-ip""#
+                    .into()
+            )
+        );
     }
 
     #[test]
