@@ -775,3 +775,32 @@ fn guessing_handles_is_limited() {
         200
     );
 }
+
+/// Issue 47 ("Percent-decoding accepts `%+1`"): a `%` decodes only with two
+/// hex digits after it. `%+1` once read as the byte 1 and served a file of
+/// that name; now it, and a `%2` before a non-hex byte, are refused like any
+/// bad encoding, with the plane's one 404.
+#[test]
+fn only_two_hex_digits_are_percent_decoded() {
+    let capsule = Capsule::exported();
+    std::fs::write(capsule.dir().join("out/\u{1}"), b"byte one\n").unwrap();
+    std::fs::write(capsule.dir().join("out/\u{2}g"), b"byte two, g\n").unwrap();
+    let named = capsule.get("/resources/files/out/%01", &[]);
+    assert_eq!(
+        (named.status, named.body.as_slice()),
+        (200, &b"byte one\n"[..])
+    );
+    for path in [
+        "/resources/files/out/%+1",
+        "/resources/files/out/%2g",
+        "/resources/files/out/%+2g",
+        "/resources/files/%+1",
+    ] {
+        let refused = capsule.get(path, &[]);
+        assert_eq!(
+            (refused.status, refused.text()),
+            (404, NOT_FOUND.into()),
+            "{path}"
+        );
+    }
+}

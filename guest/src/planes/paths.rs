@@ -24,16 +24,18 @@ fn segment(raw: &str) -> Option<String> {
 }
 
 /// `raw` with each `%XX` replaced by its byte; None for a `%` without two
-/// hex digits after it.
+/// hex digits after it (a sign is not one: `%+1` is refused, which
+/// `from_str_radix` would read as 1).
 pub fn decode(raw: &str) -> Option<Vec<u8>> {
+    let digit = |byte: &u8| char::from(*byte).to_digit(16);
     let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut at = 0;
     while at < bytes.len() {
         if bytes[at] == b'%' {
-            let hex = bytes.get(at + 1..at + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
+            let high = bytes.get(at + 1).and_then(digit)?;
+            let low = bytes.get(at + 2).and_then(digit)?;
+            out.push((high * 16 + low) as u8);
             at += 3;
         } else {
             out.push(bytes[at]);
@@ -105,6 +107,14 @@ mod tests {
             "/a%",
             "/a%2",
             "/a%zz",
+            // Issue 47: only two hex digits decode; a sign is not one.
+            "/%+1",
+            "/%-1",
+            "/a%+f",
+            "/a%2g",
+            "/a%2+",
+            "/a%g2",
+            "/a%%41",
             "/%c0%ae%c0%ae",
             "/%ff",
             "/%e0%80%ae",
@@ -125,5 +135,22 @@ mod tests {
             ])
         );
         assert_eq!(query("/x?a=%ff"), None);
+        assert_eq!(query("/x?a=%+1"), None);
+    }
+
+    /// Issue 47: `%` takes exactly the two hex digits after it, in either
+    /// case, and nothing else.
+    #[test]
+    fn only_two_hex_digits_decode() {
+        assert_eq!(
+            decode("%41%6a%6A%00%ff%FF"),
+            Some(b"Ajj\0\xff\xff".to_vec())
+        );
+        assert_eq!(decode("%411"), Some(b"A1".to_vec()));
+        for raw in [
+            "%+1", "%+F", "%-0", "% 1", "%1", "%", "%1z", "%x1", "%\u{e9}1",
+        ] {
+            assert_eq!(decode(raw), None, "{raw}");
+        }
     }
 }
