@@ -1282,6 +1282,43 @@ fn capsules_on_one_port_are_reached_by_host_name() {
     }
 }
 
+/// Issue 47 ("A `Host` with userinfo is routed"): a host name with
+/// userinfo before it, in the Host header or an absolute-form target, is
+/// refused with the one unknown-host 404, not routed to the name after its
+/// `@` (RFC 9110, section 4.2.4, forbids userinfo in both).
+#[test]
+fn a_host_name_with_userinfo_reaches_no_capsule() {
+    let (_host, shared, port) = launch_shared();
+    assert_eq!(
+        card_by_host(&shared, Some("beta.example.com")).json()["name"],
+        "beta"
+    );
+    let with_port = format!("x:y@gamma.example.com:{port}");
+    let replies = [
+        card_by_host(&shared, Some("x@beta.example.com")),
+        card_by_host(&shared, Some(&with_port)),
+        card_by_host(&shared, Some("@beta.example.com")),
+        by_host(
+            &shared,
+            Some("beta.example.com"),
+            "GET",
+            "http://x@gamma.example.com/.well-known/agent-card.json",
+            &[],
+            b"",
+        ),
+    ];
+    for reply in &replies {
+        assert_eq!(
+            (reply.status, reply.text()),
+            (
+                404,
+                r#"{"error":"unknown_host","message":"no capsule is served under this host name"}"#
+                    .to_string()
+            )
+        );
+    }
+}
+
 /// Issue 37, "Many capsules on one port": the same token sent to two
 /// capsules on one port opens only its own, and one capsule's task is none
 /// of another's; capsules are added, refused on a host name's clash,

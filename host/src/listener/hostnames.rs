@@ -65,8 +65,12 @@ pub fn host_name<B>(request: &Request<B>) -> Option<&str> {
         Some(authority) => authority.as_str(),
         None => request.headers().get(hyper::header::HOST)?.to_str().ok()?,
     };
-    // Credentials are no part of a name (nor allowed in a Host header).
-    let host = authority.rsplit('@').next().unwrap_or(authority);
+    // Userinfo is allowed in neither (RFC 9110, section 4.2.4): a request
+    // carrying it names no capsule, rather than the one after its `@`.
+    if authority.contains('@') {
+        return None;
+    }
+    let host = authority;
     let host = match host.strip_prefix('[') {
         // An IPv6 literal: never a capsule's name, but not cut at its colons.
         Some(_) => host.split_inclusive(']').next().unwrap_or(host),
@@ -122,6 +126,15 @@ mod tests {
                 "http://beta.example.com:1/",
                 Some("alpha.example.com"),
                 Some("beta.example.com"),
+            ),
+            // Issue 47: userinfo names no host, in either place.
+            ("/", Some("x@alpha.example.com"), None),
+            ("/", Some("x:y@alpha.example.com:8080"), None),
+            ("/", Some("@alpha.example.com"), None),
+            (
+                "http://x@beta.example.com/",
+                Some("alpha.example.com"),
+                None,
             ),
         ];
         for (target, host, expected) in cases {
