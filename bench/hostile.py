@@ -7,9 +7,12 @@ meanwhile. `tests/hostile.rs` runs the same clients scaled down.
 
 Scenarios: slow-bodies, stalled-connections, unread-streams, replay,
 one-credential, lowered-pool, unread-answers, behind-a-proxy, burst,
-half-close (all when none is named). Standard library only.
+half-close, caller-commands, exported-state, link-swap, fifo-swap (all
+when none is named). Standard library only; the swaps use renameat2
+through ctypes (Linux).
 """
 
+import ctypes
 import json
 import os
 import resource
@@ -36,8 +39,12 @@ PUBLIC = "name: hostile\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n"
 
 
 class Door:
-    def __init__(self, manifest, flags=(), open_files=None):
+    def __init__(self, manifest, flags=(), open_files=None, files=()):
         self.dir = tempfile.mkdtemp(prefix="murmur-hostile-")
+        for name, data in files:
+            os.makedirs(os.path.dirname(os.path.join(self.dir, name)), exist_ok=True)
+            with open(os.path.join(self.dir, name), "wb") as f:
+                f.write(data)
         path = os.path.join(self.dir, "murmur.yaml")
         with open(path, "w") as f:
             f.write(manifest)
@@ -426,6 +433,123 @@ def half_close():
     door.stop()
 
 
+def caller_commands():
+    """Issue 47, item 1: a caller of a public door with default flags sends
+    `detach` in every spelling; nothing may run."""
+    door = Door(PUBLIC)
+    marks = tempfile.mkdtemp(prefix="murmur-marks-")
+    spellings = ["touch {m}", "sh -c 'touch {m}'", "/usr/bin/touch {m}", "id > {m}",
+                 "bash -c 'touch {m}'", "$(touch {m})", "env touch {m}"]
+    for round_ in range(50):
+        for n, spelling in enumerate(spellings):
+            mark = os.path.join(marks, f"{round_}-{n}")
+            door.rpc({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+                "message": {"messageId": f"m-{round_}-{n}", "role": "ROLE_USER",
+                            "parts": [{"text": "detach " + spelling.format(m=mark)}]}}})
+    time.sleep(1)
+    ran = os.listdir(marks)
+    print(f"caller-commands: {50 * len(spellings)} detach sends, {len(ran)} commands ran")
+    door.stop()
+
+
+def exported_state():
+    """Issue 47, item 2: `exports.files: ["*"]` with the state inside the
+    workdir; the door's tokens and lock must answer as missing files."""
+    paths = ["state/control-token", "state/tokens.json", "state/session.db", "state/lock", "state/"]
+    for exports in ['["*"]', '["**"]', '["state/**"]']:
+        door = Door(PUBLIC + f"exports:\n  files: {exports}\n")
+        answers = [door.request("GET", "/resources/files/" + p)[0] for p in paths]
+        _, listing = door.request("GET", "/resources/files/")
+        listed = "state" in [e["name"] for e in json.loads(listing)["entries"]]
+        print(f"exported-state {exports}: {dict(zip(paths, answers))}, state listed: {listed}")
+        door.stop()
+
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+RENAME_EXCHANGE = 2
+
+
+def swapping(a, b, seconds):
+    """Exchanges a and b atomically in a loop for `seconds`, in a thread."""
+    stop = time.time() + seconds
+    count = [0]
+
+    def run():
+        while time.time() < stop:
+            if LIBC.renameat2(-100, a.encode(), -100, b.encode(), RENAME_EXCHANGE) != 0:
+                raise OSError(ctypes.get_errno(), "renameat2")
+            count[0] += 1
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, count
+
+
+def link_swap(seconds=10):
+    """Issue 47, item 3: a writer exchanges an exported directory with a
+    link to the workdir while its file is asked for: count what is served."""
+    door = Door(PUBLIC + "exports:\n  files: [out/**, report.md]\n", flags=["--reuse-bytes", "0"],
+                files=[("out/d/x", b"exported\n"), ("x", b"SECRET\n"), ("report.md", b"r\n")])
+    os.symlink("..", os.path.join(door.dir, "out/e"))
+    thread, swaps = swapping(os.path.join(door.dir, "out/d"), os.path.join(door.dir, "out/e"), seconds)
+    tally = {"exported": 0, "outside": 0, "404": 0}
+    while thread.is_alive():
+        status, body = door.request("GET", "/resources/files/out/d/x")
+        key = "404" if status == 404 else "exported" if body == b"exported\n" else "outside"
+        tally[key] += 1
+    thread.join()
+    print(f"link-swap: {swaps[0]} swaps in {seconds} s; answers {tally}")
+    door.stop()
+
+
+def fifo_swap(seconds=10, clients=6):
+    """Issue 47, item 4: a writer exchanges an exported file with a FIFO
+    while six clients ask for it: count hung requests and time the card."""
+    door = Door(PUBLIC + "exports:\n  files: [out/**]\n", flags=["--reuse-bytes", "0"],
+                files=[("out/f", b"regular\n")])
+    os.mkfifo(os.path.join(door.dir, "out/fifo"))
+    thread, swaps = swapping(os.path.join(door.dir, "out/f"), os.path.join(door.dir, "out/fifo"), seconds)
+    results = {"answered": 0, "hung": 0, "slowest_ms": 0.0}
+    lock = threading.Lock()
+
+    def client():
+        while thread.is_alive():
+            started = time.time()
+            try:
+                s = door.connect()
+                s.settimeout(3)
+                s.sendall(f"GET /resources/files/out/f HTTP/1.1\r\nhost: {door.addr}\r\nconnection: close\r\n\r\n".encode())
+                while s.recv(65536):
+                    pass
+                s.close()
+                with lock:
+                    results["answered"] += 1
+                    results["slowest_ms"] = max(results["slowest_ms"], (time.time() - started) * 1000)
+            except socket.timeout:
+                with lock:
+                    results["hung"] += 1
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds / 2)
+    started = time.time()
+    try:
+        s = door.connect()
+        s.settimeout(3)
+        s.sendall(f"GET /.well-known/agent-card.json HTTP/1.1\r\nhost: {door.addr}\r\nconnection: close\r\n\r\n".encode())
+        while s.recv(65536):
+            pass
+        card = f"{(time.time() - started) * 1000:.1f} ms"
+    except socket.timeout:
+        card = "no answer within 3 s"
+    for t in threads:
+        t.join()
+    results["slowest_ms"] = round(results["slowest_ms"], 1)
+    print(f"fifo-swap: {swaps[0]} swaps in {seconds} s; {results}; card during the race: {card}")
+    door.stop()
+
+
 SCENARIOS = {
     "slow-bodies": slow_bodies,
     "stalled-connections": stalled_connections,
@@ -437,6 +561,10 @@ SCENARIOS = {
     "behind-a-proxy": behind_a_proxy,
     "burst": burst,
     "half-close": half_close,
+    "caller-commands": caller_commands,
+    "exported-state": exported_state,
+    "link-swap": link_swap,
+    "fifo-swap": fifo_swap,
 }
 
 if __name__ == "__main__":

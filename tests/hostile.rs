@@ -469,6 +469,23 @@ fn a_client_cannot_name_itself_in_the_header_the_proxy_does_not_set() {
     assert_eq!(guess(&door, &[("x-forwarded-for", attacker)]), 404);
 }
 
+/// Issue 47 ("keys IPv6 by /128"): failed redeems from IPv6 clients are
+/// counted by their /64, so a client rotating through its network's
+/// addresses spends one budget; the next /64 and IPv4 clients keep theirs.
+#[test]
+fn failed_redeems_from_one_ipv6_network_share_a_budget() {
+    let door = behind_a_proxy(None);
+    for n in 1..=30 {
+        let address = format!("2001:db8:0:7::{n:x}");
+        assert_eq!(guess(&door, &[("x-forwarded-for", &address)]), 404);
+    }
+    let same = [("x-forwarded-for", "2001:db8:0:7:ffff:ffff:ffff:ffff")];
+    assert_eq!(guess(&door, &same), 429);
+    let next = [("x-forwarded-for", "[2001:db8:0:8::1]:4711")];
+    assert_eq!(guess(&door, &next), 404);
+    assert_eq!(guess(&door, &[("x-forwarded-for", "203.0.113.66")]), 404);
+}
+
 /// Issue 47, item 5: any other header name is refused at launch, naming the
 /// flag, and nothing listens.
 #[test]

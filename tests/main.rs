@@ -10,6 +10,7 @@ mod card;
 mod card_proto;
 mod deploy;
 mod drain;
+mod exposure;
 mod front_door;
 mod guest_faults;
 mod hostile;

@@ -1,44 +1,21 @@
 //! The runtime's side of the door (issue 34): what the session itself
 //! produces reaches the wire as the reference shows it. A cancel lists the
 //! delegations it ends ("Residue items"); a task a member left unanswered
-//! says so ("Task metadata"); a detached command's result and a resumed
-//! launch's report of lost commands are tasks of the session ("A task the
-//! runtime starts itself"); images reach the agent ("Image parts").
+//! says so ("Task metadata"); images reach the agent ("Image parts"). A
+//! detached command's result and a resumed launch's report of lost
+//! commands are tasks of the session ("A task the runtime starts itself"):
+//! the script agent runs no command, so `tests/hosting.rs` checks those
+//! through the library's own agent.
 
 use crate::common;
 
 use std::time::Duration;
 
 use base64::Engine;
-use common::{Door, failed_task, id, ids};
-use serde_json::{Value, json};
+use common::{Door, failed_task, id};
+use serde_json::json;
 
 const QUEUE: &str = "name: runtime\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n";
-
-/// Every task of the session, newest change first.
-fn listed(door: &Door) -> Vec<Value> {
-    door.result(None, "ListTasks", json!({}))["tasks"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
-/// Waits for the session to hold `count` tasks, and answers them.
-fn until_listed(door: &Door, count: usize) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let tasks = listed(door);
-        if tasks.len() >= count {
-            return tasks;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} tasks, not {count}: {tasks:?}",
-            tasks.len()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// murmur.StopSession finds nothing the session still runs.
 fn assert_nothing_runs(door: &Door) {
@@ -178,70 +155,6 @@ fn a_task_says_which_answers_it_lacks_once_it_ends() {
     );
     let plain = door.send_task(None, "reply fine", json!({}));
     assert_eq!(plain.get("metadata"), None, "{plain}");
-}
-
-/// "A task the runtime starts itself": a detached command's result is a
-/// task of the session from the moment the command ends: listed, and
-/// answered by the agent (the script agent completes with the text).
-#[test]
-fn a_detached_commands_result_is_a_task() {
-    let door = Door::start(QUEUE);
-    let started = door.send_task(None, "detach sleep 0.3; echo built\nreply ok", json!({}));
-    let work_id = started["metadata"]["murmur"]["runningCommands"][0]["workId"]
-        .as_str()
-        .expect("the command still runs")
-        .to_string();
-    let tasks = until_listed(&door, 2);
-    let result = tasks.iter().find(|t| t["id"] != started["id"]).unwrap();
-    let result = door.wait_state(None, &id(result), "TASK_STATE_COMPLETED");
-    assert_eq!(
-        result["artifacts"][0]["parts"][0]["text"],
-        format!(
-            "detached command {work_id} ended: exit status 0\n$ sleep 0.3; echo built\nstdout:\nbuilt\n"
-        )
-    );
-    assert_nothing_runs(&door);
-}
-
-/// "A task the runtime starts itself": a launch that resumes the session
-/// after a crash reports, as a task of its own from the start, the
-/// detached commands its last run left running.
-#[test]
-fn a_resumed_launch_reports_the_commands_it_lost() {
-    let door = Door::start(QUEUE);
-    // A command this test alone runs, to find it again.
-    let marker = format!(
-        "sleep {}.{}",
-        40 + std::process::id() % 10,
-        std::process::id()
-    );
-    let started = door.send_task(None, &format!("detach {marker}\nreply ok"), json!({}));
-    let lost = started["metadata"]["murmur"]["runningCommands"][0].clone();
-    let work_id = lost["workId"].as_str().unwrap().to_string();
-    let door = door.restart(&["--resume"]);
-    let tasks = listed(&door);
-    assert_eq!(ids(&json!({"tasks": tasks})).len(), 2, "{tasks:?}");
-    let report = door.wait_state(None, &id(&tasks[0]), "TASK_STATE_COMPLETED");
-    let text = report["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
-    let mut lines = text.lines();
-    assert_eq!(
-        lines.next(),
-        Some("the last run lost 1 detached command; their results will not arrive")
-    );
-    let line = lines.next().unwrap();
-    assert!(
-        line.starts_with(&format!("{work_id} started_at_ms ")),
-        "{text}"
-    );
-    assert!(line.ends_with(&format!(": {marker}")), "{text}");
-    assert_eq!(lines.next(), None);
-    // The orphan the crash left: gone with the test.
-    let _ = std::process::Command::new("pkill")
-        .args(["-f", &marker])
-        .status();
-    // A second resume has nothing more to report.
-    let door = door.restart(&["--resume"]);
-    assert_eq!(listed(&door).len(), 2);
 }
 
 /// "Image parts": the agent receives a message's images, in part order

@@ -321,8 +321,9 @@ fn sleep_path() -> String {
 }
 
 // "GetTask" and "Residue items": a cancel while a detached command still
-// runs carries a residue artifact; "Task metadata": a task that ends with
-// one running says so in runningCommands.
+// runs carries a residue artifact, its `binary` the command's first word
+// as written; "Task metadata": a task that ends with one running says so
+// in runningCommands, its `binary` the path.
 #[test]
 fn residue_and_running_commands() {
     let door = Door::start(SINGLE);
@@ -359,11 +360,7 @@ fn residue_and_running_commands() {
             item["binary"].as_str(),
             item["command"].as_str()
         ),
-        (
-            Some("detached_shell"),
-            Some(sleep.as_str()),
-            Some("sleep 30")
-        )
+        (Some("detached_shell"), Some("sleep"), Some("sleep 30"))
     );
     // The residue artifact is the same on every read.
     assert_eq!(

@@ -57,6 +57,9 @@ pub struct Exports {
     pub files: Vec<String>,
     /// `exports.peer_files`
     pub peer_files: Vec<String>,
+    /// Workdir-relative paths neither plane serves or lists, whatever the
+    /// exports: the door's own state.
+    pub withheld: Vec<String>,
 }
 
 /// A peer handle redeemed (`tokens.redeem-handle`).

@@ -57,16 +57,10 @@ impl wasip2::exports::http::incoming_handler::Guest for Door {
 /// it cut, not complete.
 fn send_file(out: ResponseOutparam, file: crate::planes::FileBody) {
     let Some(descriptor) = files::open(&file.path) else {
-        return write(
-            out,
-            crate::door::refusal(&crate::errors::Refusal::FileNotFound),
-        );
+        return write(out, crate::door::refusal(&file.missing));
     };
     let Ok(input) = descriptor.read_via_stream(file.offset) else {
-        return write(
-            out,
-            crate::door::refusal(&crate::errors::Refusal::FileNotFound),
-        );
+        return write(out, crate::door::refusal(&file.missing));
     };
     let Some((body, sink)) = open(out, file.head.status, file.head.headers) else {
         return;

@@ -553,6 +553,7 @@ fn no_path_resolves_outside_the_exports() {
     *host.exports.borrow_mut() = murmur_door_guest::model::Exports {
         files: vec!["out/**".into(), "report.md".into(), "logs/*.txt".into()],
         peer_files: Vec::new(),
+        withheld: Vec::new(),
     };
     *host.preopened.borrow_mut() = vec![(".".into(), workdir.clone())];
     let served_files = ["out/a.txt", "out/deep/b.bin", "report.md", "logs/x.txt"];
@@ -628,5 +629,51 @@ fn no_path_resolves_outside_the_exports() {
     println!("{cases} plane paths from seed {seed}: {tally:?}");
     // The paths reach files, listings and the refusal alike.
     assert!(tally.len() >= 3 && tally.contains_key(&404), "{tally:?}");
+    std::fs::remove_dir_all(&workdir).unwrap();
+}
+
+/// Issue 47: the exports are checked on the requested path before any file
+/// is looked at, so a path no export names is answered without touching
+/// the workdir (its timing tells nothing); a withheld path (the door's own
+/// state) is never served or listed, whatever the globs.
+#[test]
+fn the_exports_come_first_and_withheld_paths_are_never_served() {
+    let workdir = std::env::temp_dir().join(format!("murmur-door-withheld-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&workdir);
+    std::fs::create_dir_all(workdir.join(".murmur-door")).unwrap();
+    std::fs::write(workdir.join(".murmur-door/control-token"), "SECRET").unwrap();
+    std::fs::write(workdir.join("secret.txt"), "exported by **").unwrap();
+    let host = FakeHost::new(false);
+    *host.exports.borrow_mut() = murmur_door_guest::model::Exports {
+        files: vec!["out/**".into(), "**".into()],
+        peer_files: Vec::new(),
+        withheld: vec![".murmur-door".into()],
+    };
+    *host.preopened.borrow_mut() = vec![(".".into(), workdir.clone())];
+    let get = |path: &str| match handle(&host, &Request::new("GET", path, [("x", "")]), Vec::new) {
+        Reply::Whole(response) => (response.status, response.body),
+        Reply::File(file) => (file.head.status, Vec::new()),
+        _ => panic!("{path}: not a plane's answer"),
+    };
+    let missing = get("/resources/files/nothing-here");
+    assert_eq!(missing.0, 404);
+    for hidden in [
+        "/resources/files/.murmur-door/control-token",
+        "/resources/files/.murmur-door/",
+        "/resources/files/.murmur-door/nothing-here",
+    ] {
+        let asked = host.preopens_asked.get();
+        assert_eq!(get(hidden), missing, "{hidden}");
+        assert_eq!(
+            host.preopens_asked.get(),
+            asked,
+            "{hidden} looked at the files"
+        );
+    }
+    let (status, listing) = get("/resources/files/");
+    assert_eq!(status, 200);
+    let listing = String::from_utf8(listing).unwrap();
+    assert!(!listing.contains(".murmur-door"), "{listing}");
+    assert!(listing.contains("secret.txt"), "{listing}");
     std::fs::remove_dir_all(&workdir).unwrap();
 }

@@ -17,7 +17,6 @@ wasmtime::component::bindgen!({
         "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll,
         "wasi:io/streams": wasmtime_wasi::p2::bindings::io::streams,
         "wasi:io/error": wasmtime_wasi::p2::bindings::io::error,
-        "wasi:filesystem/types": wasmtime_wasi::p2::bindings::filesystem::types,
     },
     // A reader handle the table does not hold is a host bug, not an answer:
     // it traps the request rather than panicking the host.

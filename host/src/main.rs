@@ -140,7 +140,8 @@ enum Command {
 #[derive(Args)]
 struct DoorArgs {
     /// The agent that runs tasks: `script` runs each task's text as a
-    /// script (reply, fail, ask, sleep, progress, detach, await).
+    /// script (reply, fail, ask, sleep, progress, detach, await); it runs
+    /// no process (`detach` only records the command).
     #[arg(long, value_enum, default_value_t = AgentKind::Script)]
     pub agent: AgentKind,
     /// Run each task with `sh -c CMD`, its text on stdin: exit 0 completes
@@ -250,6 +251,13 @@ struct DoorArgs {
     #[arg(long, value_name = "MS", default_value_t = admission::INSTANCE_WAIT.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub instance_wait_ms: u64,
+    /// Let a capsule that declares no `network.authentication` listen on an
+    /// address other than loopback. Anyone who reaches it may then call
+    /// every task method (SendMessage, GetTask, CancelTask, ...) and
+    /// murmur.StopSession, and read what its operator plane exports.
+    /// Without it such a launch is refused.
+    #[arg(long)]
+    pub public: bool,
     /// A proxy (an address, or a CIDR network) whose
     /// --client-address-header names the client, for its share of the
     /// instances; repeatable. From anyone else the header is ignored.
@@ -297,6 +305,7 @@ enum AgentKind {
 /// What every door of the process runs under, from the flags.
 struct Settings {
     agent: Arc<dyn Agent>,
+    public: bool,
     replay: Replay,
     limits: request::Limits,
     http: server::HttpLimits,
@@ -326,6 +335,7 @@ impl DoorArgs {
         }
         Settings {
             agent,
+            public: self.public,
             replay: Replay {
                 events: self.replay_buffer,
                 bytes: self.replay_buffer_bytes,
@@ -564,6 +574,7 @@ async fn serve(entry: Entry, mut settings: Settings) -> anyhow::Result<()> {
         agent: settings.agent,
         replay: settings.replay,
         shared: None,
+        public: settings.public,
     };
     let (limits, http, max_component_bytes) =
         (settings.limits, settings.http, settings.max_component_bytes);
@@ -633,7 +644,8 @@ async fn host(
     };
     let host = Arc::new(
         Host::new(door, source, limits, settings.agent, settings.replay)
-            .with_trusted_proxies(settings.trusted_proxies),
+            .with_trusted_proxies(settings.trusted_proxies)
+            .with_public(settings.public),
     );
     // The shared listener is open before the capsules reached on it: their
     // cards name its port.

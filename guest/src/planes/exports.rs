@@ -22,6 +22,9 @@ enum Segment {
 /// A plane's exports, as the host passed them.
 pub struct ExportSet {
     patterns: Vec<Vec<Segment>>,
+    /// Paths never served nor listed, whatever the patterns match: the
+    /// door's own state (its directory, its tokens, the compile cache).
+    withheld: Vec<Vec<String>>,
 }
 
 impl ExportSet {
@@ -30,23 +33,51 @@ impl ExportSet {
     /// door anyway exports nothing.
     pub fn new(patterns: &[String]) -> ExportSet {
         let patterns = patterns.iter().filter_map(|p| parse(p)).collect();
-        ExportSet { patterns }
+        ExportSet {
+            patterns,
+            withheld: Vec::new(),
+        }
+    }
+
+    /// The set, less `withheld` (workdir-relative paths, `/`-separated) and
+    /// everything under each.
+    pub fn withholding(mut self, withheld: &[String]) -> ExportSet {
+        self.withheld = withheld
+            .iter()
+            .map(|w| {
+                w.split('/')
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .filter(|w: &Vec<String>| !w.is_empty())
+            .collect();
+        self
+    }
+
+    fn is_withheld(&self, path: &[String]) -> bool {
+        self.withheld.iter().any(|w| path.starts_with(w))
     }
 
     /// Whether `path` (workdir-relative segments) is exported: a pattern
-    /// matches it or one of the directories above it.
+    /// matches it or one of the directories above it, and it is not
+    /// withheld.
     pub fn exported(&self, path: &[String]) -> bool {
-        self.patterns
-            .iter()
-            .any(|pattern| walk(pattern, path).exported)
+        !self.is_withheld(path)
+            && self
+                .patterns
+                .iter()
+                .any(|pattern| walk(pattern, path).exported)
     }
 
     /// Whether an export may lie under the directory `path`: it is shown in
     /// the listing above it, and listed with what it holds that is exported.
     pub fn leads_to(&self, path: &[String]) -> bool {
-        self.patterns
-            .iter()
-            .any(|pattern| walk(pattern, path).leads)
+        !self.is_withheld(path)
+            && self
+                .patterns
+                .iter()
+                .any(|pattern| walk(pattern, path).leads)
     }
 
     /// Whether the directory `path` is served: exported, or on the way to
@@ -197,6 +228,35 @@ mod tests {
             assert!(!exports.exported(&path("a")), "{patterns:?}");
             assert!(!exports.exported(&path("x")), "{patterns:?}");
             assert!(!exports.leads_to(&path("a")), "{patterns:?}");
+        }
+    }
+
+    /// Issue 47: the door's own state is never exported, whatever the
+    /// globs: not the withheld path, nothing under it, and it leads nowhere.
+    #[test]
+    fn withheld_paths_are_never_exported() {
+        let withheld = ["state".to_string(), "keys/control-token".to_string()];
+        for patterns in [
+            &["*"][..],
+            &["**"],
+            &["."],
+            &["state/**", "keys/*"],
+            &["state"],
+        ] {
+            let exports = set(patterns).withholding(&withheld);
+            for hidden in [
+                "state",
+                "state/tokens.json",
+                "state/a/b",
+                "keys/control-token",
+            ] {
+                assert!(!exports.exported(&path(hidden)), "{patterns:?} {hidden}");
+                assert!(!exports.leads_to(&path(hidden)), "{patterns:?} {hidden}");
+            }
+        }
+        let exports = set(&["**"]).withholding(&withheld);
+        for shown in ["stateful", "keys", "keys/other", "out/state"] {
+            assert!(exports.exported(&path(shown)), "{shown}");
         }
     }
 

@@ -18,6 +18,10 @@ pub struct FileBody {
     pub len: u64,
     /// Set when the door declares the answer reusable: the file it read.
     pub read: Option<FileRead>,
+    /// What the plane answers when the file is not there to open by the
+    /// time its bytes are sent: `file_not_found`, or the peer plane's one
+    /// `handle_not_found`.
+    pub missing: Refusal,
 }
 
 /// The file an answer was made of, as the door read it: the path as
@@ -121,6 +125,7 @@ pub fn answer(
         offset,
         len,
         read,
+        missing: Refusal::FileNotFound,
     }))
 }
 

@@ -49,7 +49,14 @@ pub fn files<I: Imports>(imports: &I, request: &Request) -> Result<Served, Refus
     let page = directory::page(&query)?;
     let rest = request.path().strip_prefix(FILES_PLANE).unwrap_or_default();
     let requested = paths::segments(rest).ok_or(Refusal::FileNotFound)?;
-    let exports = ExportSet::new(&imports.exports().files);
+    let exported = imports.exports();
+    let exports = ExportSet::new(&exported.files).withholding(&exported.withheld);
+    // The exports first: a path no export names costs no look at the
+    // files, so its answer's timing tells it from a missing one no more
+    // than its bytes do.
+    if !(exports.exported(&requested) || exports.reaches(&requested)) {
+        return Err(Refusal::FileNotFound);
+    }
     let tree = imports.preopens();
     let resolved = tree::resolve(&tree, &requested).ok_or(Refusal::FileNotFound)?;
     if !directory::served(&exports, &requested, &resolved) {
@@ -102,7 +109,11 @@ pub fn peer<I: Imports>(imports: &I, request: &Request) -> Result<Served, Refusa
         .redeem(handle, &audience)
         .ok_or(Refusal::HandleNotFound)?;
     let path: Vec<String> = redeemed.path.split('/').map(String::from).collect();
-    let exports = ExportSet::new(&imports.exports().peer_files);
+    let exported = imports.exports();
+    let exports = ExportSet::new(&exported.peer_files).withholding(&exported.withheld);
+    if !exports.exported(&path) {
+        return Err(Refusal::HandleNotFound);
+    }
     let tree = imports.preopens();
     let resolved = tree::resolve(&tree, &path).ok_or(Refusal::HandleNotFound)?;
     if resolved.entry.kind != Kind::File || !directory::served(&exports, &path, &resolved) {
@@ -119,6 +130,7 @@ pub fn peer<I: Imports>(imports: &I, request: &Request) -> Result<Served, Refusa
             FileAnswer::Whole(response) => Served::Whole(named(response)),
             FileAnswer::Bytes(mut body) => {
                 body.head = named(body.head);
+                body.missing = Refusal::HandleNotFound;
                 Served::File(body)
             }
         },

@@ -35,28 +35,27 @@ impl Guest for OneCall {
                 super::pump(stream, response_stream::open(200, &headers));
                 Wire::Streamed
             }
-            // The host reads the file's bytes after the call, from the
-            // file the door opened in its preopens.
-            Reply::File(file) => match super::files::open(&file.path) {
-                Some(descriptor) => {
-                    let head = file.head;
-                    response_stream::send_file(
-                        head.status,
-                        &head.headers,
-                        &descriptor,
-                        file.offset,
-                        file.len,
-                    );
-                    match file.read {
-                        Some(read) => Wire::ReusableFile(ReusableFile {
-                            whole: None,
-                            file: file_read(read),
-                        }),
-                        None => Wire::Streamed,
-                    }
+            // The host opens the file, beneath the workdir and following
+            // no link, and reads its bytes after the call.
+            Reply::File(file) => {
+                let head = file.head;
+                if !response_stream::send_file(
+                    head.status,
+                    &head.headers,
+                    &file.path,
+                    file.offset,
+                    file.len,
+                ) {
+                    return whole(crate::door::refusal(&file.missing));
                 }
-                None => whole(crate::door::refusal(&crate::errors::Refusal::FileNotFound)),
-            },
+                match file.read {
+                    Some(read) => Wire::ReusableFile(ReusableFile {
+                        whole: None,
+                        file: file_read(read),
+                    }),
+                    None => Wire::Streamed,
+                }
+            }
         }
     }
 }

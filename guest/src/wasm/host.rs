@@ -22,8 +22,6 @@ wit_bindgen::generate!({
         "wasi:io/poll@0.2.12": wasip2::io::poll,
         "wasi:io/streams@0.2.12": wasip2::io::streams,
         "wasi:io/error@0.2.12": wasip2::io::error,
-        "wasi:filesystem/types@0.2.12": wasip2::filesystem::types,
-        "wasi:clocks/wall-clock@0.2.12": wasip2::clocks::wall_clock,
     },
 });
 
@@ -46,6 +44,7 @@ impl Imports for Host {
         Exports {
             files: exports.files,
             peer_files: exports.peer_files,
+            withheld: exports.withheld,
         }
     }
 

@@ -50,6 +50,8 @@ pub struct FakeHost {
     /// workdir-relative name.
     pub exports: RefCell<Exports>,
     pub preopened: RefCell<Vec<(String, std::path::PathBuf)>>,
+    /// How many times the rules asked for the preopens: looked at files.
+    pub preopens_asked: Cell<u32>,
     next: Cell<u64>,
 }
 
@@ -97,6 +99,7 @@ impl FakeHost {
             idle_waits: Cell::new(0),
             exports: RefCell::default(),
             preopened: RefCell::default(),
+            preopens_asked: Cell::new(0),
             next: Cell::new(1),
         }
     }
@@ -182,6 +185,7 @@ impl Imports for FakeHost {
     type Dir = StdDir;
 
     fn preopens(&self) -> Preopened<StdDir> {
+        self.preopens_asked.set(self.preopens_asked.get() + 1);
         Preopened::new(
             self.preopened
                 .borrow()

@@ -4,6 +4,7 @@
 //! one; a host of capsules ([`crate::hosting::host`]) opens many on one engine.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +33,34 @@ pub struct CapsuleConfig {
     /// The host's shared listener, where an entry of host names is reached
     /// (the host routes its requests; the capsule opens no listener).
     pub shared: Option<SocketAddr>,
+    /// Whether it may be reached past loopback without declaring
+    /// `network.authentication` (`--public`): see [`exposed`].
+    pub public: bool,
+}
+
+/// Why a capsule may not open where it would listen: it declares no
+/// `network.authentication`, so whoever reaches it may call every task
+/// method and read its operator plane, and its address is not loopback
+/// (on a host's shared listener, that listener's). None when it may.
+pub fn exposed(
+    name: &str,
+    manifest: &crate::manifest::Manifest,
+    listen: &Listen,
+    shared: Option<SocketAddr>,
+    public: bool,
+) -> Option<String> {
+    let address = match listen {
+        Listen::Port(address) => *address,
+        Listen::Hostnames(_) => shared?,
+    };
+    if public || manifest.credentials.is_some() || address.ip().is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "capsule {name} declares no network.authentication and would listen on {address}, \
+         which is not loopback: anyone reaching it could call its task methods and read its \
+         operator plane. Declare network.authentication, listen on loopback, or pass --public"
+    ))
 }
 
 /// A capsule's door, answering.
@@ -84,7 +113,11 @@ impl Capsule {
             agent,
             replay,
             shared,
+            public,
         } = config;
+        if let Some(why) = exposed(&name, &manifest, &listen, shared, public) {
+            anyhow::bail!(why);
+        }
         let opened = Store::open(&state, resume, tasks::now_ms())?;
         let hostnames = listen.hostnames().to_vec();
         let (listener, url) = match listen {
@@ -102,9 +135,18 @@ impl Capsule {
         };
         // The card names the public URL when there is one.
         let card_url = public_url.unwrap_or_else(|| url.clone());
-        let session = Arc::new(
-            Session::start(&manifest, card_url, opened.store, agent, replay)?.with_workdir(workdir),
-        );
+        let mut session =
+            Session::start(&manifest, card_url, opened.store, agent, replay)?.with_workdir(workdir);
+        // The door's own state is never served, whatever the exports match.
+        let mut own = vec![
+            state.clone(),
+            tokens_file.clone(),
+            control_token_file.clone(),
+        ];
+        own.extend(tasks::store::own_files(&state));
+        own.extend(door.engine.cache_dir().map(Path::to_path_buf));
+        session.planes.withhold(own.iter().map(PathBuf::as_path));
+        let session = Arc::new(session);
         // The tokens are on disk before the door answers anyone.
         session
             .tokens

@@ -65,6 +65,8 @@ pub struct Host {
     metrics: Arc<Metrics>,
     /// The listener capsules are reached on by host name, once there is one.
     shared_listener: Mutex<Option<SharedListener>>,
+    /// Capsules without authentication may listen past loopback (`--public`).
+    public: bool,
 }
 
 /// A host's listener for the capsules reached by host name.
@@ -116,6 +118,7 @@ impl Host {
             capsules: Mutex::new(BTreeMap::new()),
             metrics: Arc::default(),
             shared_listener: Mutex::new(None),
+            public: false,
         }
     }
 
@@ -167,6 +170,13 @@ impl Host {
         self
     }
 
+    /// Whether a capsule that declares no `network.authentication` may be
+    /// reached past loopback (`--public`); otherwise it is refused.
+    pub fn with_public(mut self, public: bool) -> Host {
+        self.public = public;
+        self
+    }
+
     /// Opens the capsule `entry` describes and serves it; its url. Refused
     /// when another capsule has its name, state directory, address or a
     /// host name of it, when it names host names and the host has no shared
@@ -207,6 +217,7 @@ impl Host {
             agent: self.agent.clone(),
             replay: self.replay,
             shared: by_name.as_ref().map(|(address, _)| *address),
+            public: self.public,
         };
         let opened = Capsule::open(config, door, |server| {
             server

@@ -54,6 +54,9 @@ pub struct DoorCtx {
     /// The door version serving the request: its streams pass on what
     /// streams of the same version framed (see [`crate::session::tasks::events`]).
     pub version: u64,
+    /// The exports of the plane the request is on: what `send-file` may
+    /// open. None off the planes.
+    pub plane: Option<crate::manifest::planes::Exports>,
     /// The body of a request answered in one call, until the door reads it.
     pub body: Option<BoxedBody>,
     /// Where a one-call answer that streams sends its head.
@@ -135,7 +138,7 @@ pub type Head = (u16, Vec<(String, String)>);
 /// A range of a file sent through `response-stream.send-file`.
 #[derive(Clone, Debug)]
 pub struct SentFile {
-    /// The file the door opened in its preopens.
+    /// The file the host opened for the door.
     pub file: Arc<std::fs::File>,
     /// Its first byte sent.
     pub offset: u64,
@@ -170,6 +173,7 @@ impl DoorCtx {
             session,
             changed: Arc::default(),
             version: 0,
+            plane: None,
             body: None,
             head: None,
             started: None,

@@ -18,7 +18,6 @@ use hyper::body::{Frame, SizeHint};
 use hyper::header::{CONTENT_LENGTH, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use wasmtime::component::Resource;
-use wasmtime_wasi::filesystem::Descriptor;
 use wasmtime_wasi_http::p2::body::{HostOutgoingBody, HyperOutgoingBody, StreamContext};
 use wasmtime_wasi_http::{DEFAULT_FORBIDDEN_HEADERS, Error};
 
@@ -175,19 +174,28 @@ impl Host for DoorCtxView<'_> {
         &mut self,
         status: u16,
         headers: Vec<(String, String)>,
-        file: Resource<Descriptor>,
+        path: Vec<String>,
         offset: u64,
         length: u64,
-    ) -> wasmtime::Result<()> {
+    ) -> wasmtime::Result<bool> {
+        // The export is enforced here, at the open: the file is reached
+        // beneath the workdir following no link, opened without blocking,
+        // and only served when the request's plane exports it and it is a
+        // regular file. A door that names anything else sends nothing.
+        let planes = &self.ctx.session.planes;
+        let opened = self
+            .ctx
+            .plane
+            .as_ref()
+            .filter(|exports| planes.serves(exports, &path))
+            .and_then(|_| planes.open_file(&path));
+        let Some((file, _)) = opened else {
+            return Ok(false);
+        };
         let head = self.ctx.head.take().ok_or_else(|| {
             wasmtime::Error::msg("the door sent a file with no request to answer")
         })?;
-        let file = match self.table.get(&file)? {
-            Descriptor::File(file) => file.file.clone(),
-            Descriptor::Dir(_) => {
-                return Err(wasmtime::Error::msg("the door sent a directory as a file"));
-            }
-        };
+        let file = Arc::new(file);
         // Kept for an answer the door then declares reusable.
         let sent = SentFile {
             file: file.clone(),
@@ -198,7 +206,7 @@ impl Host for DoorCtxView<'_> {
         let body = file_bytes(file, offset, length);
         let response = response(status, headers, Some(usize::try_from(length)?), body)?;
         let _ = head.send(Ok(response));
-        Ok(())
+        Ok(true)
     }
 
     fn open(

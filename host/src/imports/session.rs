@@ -25,6 +25,7 @@ impl Host for DoorCtxView<'_> {
         PlaneExports {
             files: patterns(&planes.files),
             peer_files: patterns(&planes.peer_files),
+            withheld: planes.withheld.clone(),
         }
     }
 

@@ -45,9 +45,14 @@ pub async fn answer(session: Arc<Session>, request: Request<Bytes>) -> Response<
     match murmur_door_guest::handle(&imports, &head, || body.to_vec()) {
         Reply::Whole(response) => whole(response),
         Reply::File(file) => {
-            let workdir = &imports.call(|v| v.ctx.session.planes.workdir.clone());
-            match std::fs::File::open(workdir.join(file.path.join("/"))) {
-                Ok(opened) => {
+            // Opened as the component's `send-file` has the host open it.
+            let planes = imports.call(|v| v.ctx.session.planes.clone());
+            let opened = planes
+                .of(parts.uri.path())
+                .filter(|exports| planes.serves(exports, &file.path))
+                .and_then(|_| planes.open_file(&file.path));
+            match opened {
+                Some((opened, _)) => {
                     let body = crate::imports::response_stream::file_bytes(
                         Arc::new(opened),
                         file.offset,
@@ -59,9 +64,7 @@ pub async fn answer(session: Arc<Session>, request: Request<Bytes>) -> Response<
                     }
                     head.body(body).expect("the door's head is valid")
                 }
-                Err(_) => whole(murmur_door_guest::door::refusal(
-                    &murmur_door_guest::errors::Refusal::FileNotFound,
-                )),
+                None => whole(murmur_door_guest::door::refusal(&file.missing)),
             }
         }
         Reply::Unread => Response::builder()
@@ -160,6 +163,7 @@ impl Imports for Native {
         Exports {
             files: exports.files,
             peer_files: exports.peer_files,
+            withheld: exports.withheld,
         }
     }
 

@@ -866,6 +866,7 @@ impl Server {
                 (store, None, 0)
             }
         };
+        store.data_mut().door.plane = exports.cloned();
         if let Some(exports) = exports {
             let planes = &self.stores.session.planes;
             let state = store.data_mut();

@@ -7,6 +7,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use murmur_door_guest::planes::exports::ExportSet;
 use murmur_door_guest::planes::on_plane;
 pub use murmur_door_guest::planes::{FILES_PLANE, PEER_PLANE};
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
@@ -100,6 +101,10 @@ pub struct Planes {
     pub files: Option<Exports>,
     /// `exports.peer_files`, when declared.
     pub peer_files: Option<Exports>,
+    /// Workdir-relative paths neither plane serves or lists, whatever the
+    /// exports: the door's own state inside the workdir (see
+    /// [`Planes::withhold`]).
+    pub withheld: Vec<String>,
 }
 
 /// Which plane `path` is on, as the metrics name it: `files` or `peer`.
@@ -140,6 +145,7 @@ impl Planes {
     /// is opened one segment at a time, following no link, so whatever the
     /// workdir holds the preopens are inside it.
     pub fn preopened(&self, exports: &Exports) -> (WasiCtx, Opened) {
+        let withheld = self.withheld_segments();
         let mut wasi = WasiCtx::builder();
         // A plane's door stats, opens and lists a few entries of a local
         // directory: on the request's own thread, each costs microseconds,
@@ -147,6 +153,10 @@ impl Planes {
         wasi.allow_blocking_current_thread(true);
         let mut opened = Opened::default();
         for root in exports.roots(&self.workdir) {
+            // A root inside the door's state is never opened at all.
+            if withheld.iter().any(|w| root.starts_with(w)) {
+                continue;
+            }
             let Some((dir, way)) = open_root(&self.workdir, &root) else {
                 continue;
             };
@@ -170,7 +180,9 @@ impl Planes {
     /// preopens still hold keeps them, which saves a request opening them
     /// anew (the commonest cost of a small file).
     pub fn still(&self, exports: &Exports, opened: &Opened) -> bool {
-        let roots = exports.roots(&self.workdir);
+        let withheld = self.withheld_segments();
+        let mut roots = exports.roots(&self.workdir);
+        roots.retain(|root| !withheld.iter().any(|w| root.starts_with(w)));
         roots.len() == opened.0.len()
             && roots.iter().zip(&opened.0).all(|(root, (was, way))| {
                 root == was && walk(&self.workdir, root).as_ref() == Some(way)
@@ -179,6 +191,53 @@ impl Planes {
 }
 
 impl Planes {
+    /// Withholds from both planes each of `paths` that lies inside the
+    /// workdir: the door's own state directory and files, which no glob
+    /// may export. Paths are compared once both are resolved, so any
+    /// spelling of the same directory is caught; a path that does not
+    /// exist yet is resolved through its nearest existing parent. A path
+    /// that is the workdir itself (a state directory there) withholds
+    /// nothing by itself: its files are named one by one.
+    pub fn withhold<'a>(&mut self, paths: impl IntoIterator<Item = &'a Path>) {
+        let Some(workdir) = resolved(&self.workdir) else {
+            return;
+        };
+        for path in paths {
+            let Some(inside) =
+                resolved(path).and_then(|p| p.strip_prefix(&workdir).ok().map(Path::to_path_buf))
+            else {
+                continue;
+            };
+            let inside: Vec<String> = inside
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            let covered = self
+                .withheld_segments()
+                .iter()
+                .any(|w| inside.starts_with(w));
+            if !inside.is_empty() && !covered {
+                self.withheld.push(inside.join("/"));
+            }
+        }
+    }
+
+    fn withheld_segments(&self) -> Vec<Vec<String>> {
+        self.withheld
+            .iter()
+            .map(|w| w.split('/').map(String::from).collect())
+            .collect()
+    }
+
+    /// Whether a plane exporting `exports` serves the file at `path`
+    /// (workdir-relative segments, none a link): an export names it and it
+    /// is not withheld.
+    pub fn serves(&self, exports: &Exports, path: &[String]) -> bool {
+        ExportSet::new(&exports.0)
+            .withholding(&self.withheld)
+            .exported(path)
+    }
+
     /// The file at `path` (workdir-relative segments) as a repeat of a
     /// file's answer finds it (see [`crate::versions::reuse`]): opened to
     /// read with no link followed anywhere below the workdir and nothing
@@ -202,6 +261,21 @@ impl Planes {
         let stat = rustix::fs::fstat(&file).ok()?;
         let regular = FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile;
         regular.then(|| (std::fs::File::from(file), stat))
+    }
+}
+
+/// `path` made absolute with every link resolved; a path that does not
+/// exist yet, through its nearest parent that does.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(path).ok()?;
+    let mut missing = Vec::new();
+    let mut at = absolute.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return Some(missing.iter().rev().fold(real, |p, name| p.join(name)));
+        }
+        missing.push(at.file_name()?.to_os_string());
+        at = at.parent()?;
     }
 }
 
@@ -315,6 +389,7 @@ mod tests {
             workdir: workdir.clone(),
             files: None,
             peer_files: None,
+            withheld: Vec::new(),
         };
         let exports = exports(&["out/deep/**"]);
         let (_, opened) = planes.preopened(&exports);
@@ -359,6 +434,7 @@ mod tests {
             workdir: workdir.clone(),
             files: None,
             peer_files: None,
+            withheld: Vec::new(),
         };
         let path = |p: &str| p.split('/').map(String::from).collect::<Vec<_>>();
         let (_, stat) = planes.open_file(&path("out/deep/a.txt")).unwrap();
@@ -381,6 +457,56 @@ mod tests {
                 .is_none()
         );
         assert!(planes.open_file(&[]).is_none());
+        std::fs::remove_dir_all(&workdir).unwrap();
+    }
+
+    /// Issue 47: the door's own state inside the workdir is withheld from
+    /// both planes, whatever the globs and however its path is spelled, and
+    /// is never preopened; a state that is the workdir is withheld file by
+    /// file.
+    #[test]
+    fn the_doors_own_state_is_withheld() {
+        let workdir = std::env::temp_dir().join(format!("murmur-withheld-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&workdir);
+        std::fs::create_dir_all(workdir.join(".murmur-door")).unwrap();
+        std::fs::create_dir_all(workdir.join("out")).unwrap();
+        std::os::unix::fs::symlink(".murmur-door", workdir.join("state-link")).unwrap();
+        let mut planes = Planes {
+            workdir: workdir.join("out/.."),
+            files: None,
+            peer_files: None,
+            withheld: Vec::new(),
+        };
+        planes.withhold([
+            workdir.join(".murmur-door").as_path(),
+            workdir.join("state-link/control-token").as_path(),
+            workdir.join("cache/not/yet/made").as_path(),
+            workdir.join(".").as_path(),
+            workdir.join("session.db").as_path(),
+            Path::new("/nowhere-near/tokens.json"),
+        ]);
+        assert_eq!(
+            planes.withheld,
+            [".murmur-door", "cache/not/yet/made", "session.db"]
+        );
+        let path = |p: &str| p.split('/').map(String::from).collect::<Vec<_>>();
+        for patterns in [&["**"][..], &["*"], &[".murmur-door/**"], &["."]] {
+            let exports = exports(patterns);
+            for hidden in [
+                ".murmur-door",
+                ".murmur-door/tokens.json",
+                "cache/not/yet/made/x",
+            ] {
+                assert!(
+                    !planes.serves(&exports, &path(hidden)),
+                    "{patterns:?} {hidden}"
+                );
+            }
+        }
+        assert!(planes.serves(&exports(&["**"]), &path("out/report.md")));
+        let (_, opened) = planes.preopened(&exports(&[".murmur-door/**"]));
+        assert_eq!(opened, Opened::default(), "the state is never preopened");
+        assert!(planes.still(&exports(&[".murmur-door/**"]), &opened));
         std::fs::remove_dir_all(&workdir).unwrap();
     }
 

@@ -44,6 +44,11 @@ pub enum Compiled {
 }
 
 impl CompileCache {
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The cache in `dir`, created (0700) when missing.
     pub fn open(dir: &Path) -> anyhow::Result<CompileCache> {
         fs::DirBuilder::new()

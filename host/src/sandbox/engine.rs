@@ -58,6 +58,11 @@ pub struct DoorEngine {
 }
 
 impl DoorEngine {
+    /// Where compiled doors are kept, if anywhere.
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.cache.as_ref().map(|cache| cache.dir())
+    }
+
     /// One of the pool slots kept for framing events, once one is free.
     pub async fn framing_slot(&self) -> tokio::sync::SemaphorePermit<'_> {
         self.framing

@@ -79,6 +79,7 @@ impl Session {
             workdir: PathBuf::from("."),
             files: manifest.files.clone(),
             peer_files: manifest.peer_files.clone(),
+            withheld: Vec::new(),
         };
         Ok(Session {
             capsule,

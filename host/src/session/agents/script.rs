@@ -8,7 +8,7 @@
 //! | `ask TEXT` | pauses in `input-required` with prompt TEXT; the reply's text is then run as the script |
 //! | `sleep MS` | stays `working` MS milliseconds |
 //! | `progress TEXT` | a `working` status whose message is TEXT, and a `text` frame `{"text": TEXT}` |
-//! | `detach CMD` | starts `sh -c CMD` detached, in its own process group: a residue item while it runs |
+//! | `detach CMD` | records CMD as a detached command, running nothing: a residue item (`binary` its first word) and `runningCommands` until the session ends or the task's cancel ends it |
 //! | `await DLG_ID` | waits, `working`, for a completion of delegation DLG_ID |
 //! | `delegate NAME VERSION` | records a delegation to capsule NAME at VERSION (a made-up child: no sub-capsule runs), open until the task ends: a cancel lists it as residue |
 //! | `no-answer MEMBER STATUS` | records that member MEMBER gave the task no answer, with `member_call` status STATUS: the task's terminal `noAnswerBelow` |
@@ -20,6 +20,10 @@
 //! first line, other lines (blank ones, a referenced-tasks block) are
 //! skipped. A script that runs out of lines completes with `done`. A
 //! malformed command (`sleep soon`) fails the task saying why.
+//!
+//! A script is a caller's text, so nothing in it reaches a process: `detach`
+//! only records. An operator whose agent runs commands says so with
+//! `--agent-cmd` or the library's own `Agent`.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -29,6 +33,20 @@ use super::{Agent, AgentFuture, Child, Delegation, Image, Outcome, RunningTask, 
 /// The script agent. Stateless: each task's text is its own script.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ScriptAgent;
+
+/// The script agent whose `detach` runs its command
+/// ([`RunningTask::detach`]), for the tests of what a detached command does.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunningScriptAgent;
+
+/// What `detach` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Detaching {
+    Record,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Run,
+}
 
 /// One line of a script.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,38 +120,21 @@ fn images_received(images: &[Image]) -> String {
     format!("images: {} ({})", images.len(), types.join(", "))
 }
 
+fn start(input: TaskInput, task: RunningTask, detaching: Detaching) -> AgentFuture {
+    // Delegations are awaited from the moment the script starts, so a
+    // completion finds its task as soon as the task shows working.
+    let delegations = expect_delegations(&input.text, &task, HashMap::new());
+    let images = images_received(&input.images);
+    Box::pin(run(input.text, images, task, delegations, detaching))
+}
+
 impl Agent for ScriptAgent {
     fn run(&self, input: TaskInput, task: RunningTask) -> AgentFuture {
-        // Delegations are awaited from the moment the script starts, so a
-        // completion finds its task as soon as the task shows working.
-        let delegations = expect_delegations(&input.text, &task, HashMap::new());
-        let images = images_received(&input.images);
-        Box::pin(run(input.text, images, task, delegations))
+        start(input, task, Detaching::Record)
     }
 
-    /// A script whose first command replies or fails (or that is no
-    /// script) ends at once: what [`run`] would answer without waiting.
     fn ends_at_once(&self, input: &TaskInput) -> Option<Outcome> {
-        let script = &input.text;
-        if Command::parse(script.lines().next().unwrap_or("")).is_none() {
-            return Some(Outcome::Completed(script.clone()));
-        }
-        for line in script.lines() {
-            match Command::parse(line) {
-                None => {}
-                Some(Command::Reply(text)) => return Some(Outcome::Completed(text.to_string())),
-                Some(Command::Fail(text)) => return Some(Outcome::Failed(text.to_string())),
-                Some(Command::Malformed(why)) => return Some(Outcome::Failed(why)),
-                Some(Command::EndWithoutAnswer(text)) => {
-                    return Some(Outcome::NoAnswer(text.to_string()));
-                }
-                Some(Command::Images) => {
-                    return Some(Outcome::Completed(images_received(&input.images)));
-                }
-                Some(_) => return None,
-            }
-        }
-        Some(Outcome::Completed("done".to_string()))
+        ends_at_once(input)
     }
 
     /// A reply is run as a script: the delegations it awaits are awaited
@@ -142,6 +143,46 @@ impl Agent for ScriptAgent {
     fn replied(&self, task: &RunningTask, text: &str) {
         expect_delegations(text, task, HashMap::new());
     }
+}
+
+#[cfg(test)]
+impl Agent for RunningScriptAgent {
+    fn run(&self, input: TaskInput, task: RunningTask) -> AgentFuture {
+        start(input, task, Detaching::Run)
+    }
+
+    fn ends_at_once(&self, input: &TaskInput) -> Option<Outcome> {
+        ends_at_once(input)
+    }
+
+    fn replied(&self, task: &RunningTask, text: &str) {
+        expect_delegations(text, task, HashMap::new());
+    }
+}
+
+/// A script whose first command replies or fails (or that is no script)
+/// ends at once: what [`run`] would answer without waiting.
+fn ends_at_once(input: &TaskInput) -> Option<Outcome> {
+    let script = &input.text;
+    if Command::parse(script.lines().next().unwrap_or("")).is_none() {
+        return Some(Outcome::Completed(script.clone()));
+    }
+    for line in script.lines() {
+        match Command::parse(line) {
+            None => {}
+            Some(Command::Reply(text)) => return Some(Outcome::Completed(text.to_string())),
+            Some(Command::Fail(text)) => return Some(Outcome::Failed(text.to_string())),
+            Some(Command::Malformed(why)) => return Some(Outcome::Failed(why)),
+            Some(Command::EndWithoutAnswer(text)) => {
+                return Some(Outcome::NoAnswer(text.to_string()));
+            }
+            Some(Command::Images) => {
+                return Some(Outcome::Completed(images_received(&input.images)));
+            }
+            Some(_) => return None,
+        }
+    }
+    Some(Outcome::Completed("done".to_string()))
 }
 
 /// A child for `delegate`: a fresh session id, and a workdir under the
@@ -180,6 +221,7 @@ async fn run(
     images: String,
     task: RunningTask,
     mut delegations: HashMap<String, Delegation>,
+    detaching: Detaching,
 ) -> Outcome {
     'script: loop {
         let first = script.lines().next().unwrap_or("");
@@ -204,7 +246,11 @@ async fn run(
                     task.text(text);
                 }
                 Some(Command::Detach(command)) => {
-                    if let Err(e) = task.detach(command) {
+                    let detached = match detaching {
+                        Detaching::Record => task.record_detached(command),
+                        Detaching::Run => task.detach(command),
+                    };
+                    if let Err(e) = detached {
                         return Outcome::Failed(format!("script: detach {command}: {e}"));
                     }
                 }
@@ -287,7 +333,7 @@ mod runs {
     use crate::session::tasks::testing::{hub_with, new_task, run, settle, until};
     use crate::session::tasks::{TaskAcceptance, TaskState};
 
-    use super::ScriptAgent;
+    use super::{RunningScriptAgent, ScriptAgent};
 
     fn hub() -> std::sync::Arc<crate::session::tasks::Hub> {
         hub_with(ScriptAgent, TaskAcceptance::Queue)
@@ -399,24 +445,69 @@ mod runs {
         hub.cancel(&None, &task.id).unwrap();
     }
 
+    /// Issue 47: a caller's `detach` runs nothing. It is recorded: a residue
+    /// item naming its first word as written ("Residue items"), the task's
+    /// `runningCommands` naming the binary's path ("Task metadata"), until
+    /// a cancel of the task ends it.
     #[tokio::test]
-    async fn detach_records_a_detached_shell() {
+    async fn detach_records_a_command_and_runs_nothing() {
         let hub = hub();
-        let task = run(&hub, "detach sleep 30 && echo late\nreply ok").await;
+        let marker = std::env::temp_dir().join(format!("murmur-detach-{}", std::process::id()));
+        let _ = std::fs::remove_file(&marker);
+        let script = format!(
+            "detach touch {0} && echo late\ndetach sh -c 'touch {0}'\nreply ok",
+            marker.display()
+        );
+        let task = run(&hub, &script).await;
         assert_eq!(task.response.as_deref(), Some("ok"));
         let residue = hub.residue();
-        let [ResidueItem::DetachedShell(shell)] = residue.as_slice() else {
+        let [
+            ResidueItem::DetachedShell(shell),
+            ResidueItem::DetachedShell(second),
+        ] = residue.as_slice()
+        else {
             panic!("{residue:?}");
         };
         assert!(shell.work_id.starts_with("wrk_"), "{shell:?}");
+        assert_eq!(shell.binary, "touch");
+        assert_eq!(second.binary, "sh");
         assert_eq!(
-            shell.binary,
-            crate::session::tasks::detached::binary_path("sleep")
+            shell.command,
+            format!("touch {} && echo late", marker.display())
         );
-        assert_eq!(shell.command, "sleep 30 && echo late");
         assert!(shell.started_at_ms as i64 <= task.status.timestamp_ms);
-        assert_eq!(task.metadata.running_commands.len(), 1);
+        let commands = &task.metadata.running_commands;
+        assert_eq!(commands.len(), 2);
+        assert_eq!(
+            commands[0].binary,
+            crate::session::tasks::detached::binary_path("touch")
+        );
+        assert!(commands[0].binary.starts_with('/'), "{commands:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!marker.exists(), "a recorded command ran");
+
+        // A cancel of the task that recorded it lists it, then ends it.
+        let waiting = hub
+            .start(new_task(None, "detach sleep 30\nsleep 10000"))
+            .unwrap();
+        for _ in 0..500 {
+            if hub.residue().len() == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let canceled = hub.cancel(&None, &waiting.id).unwrap();
+        assert_eq!(canceled.residue.len(), 3, "{:?}", canceled.residue);
+        let ResidueItem::DetachedShell(sleep) = &canceled.residue[2] else {
+            panic!("{:?}", canceled.residue);
+        };
+        assert_eq!(
+            (sleep.binary.as_str(), sleep.command.as_str()),
+            ("sleep", "sleep 30")
+        );
+        assert_eq!(hub.residue(), residue, "the completed task's stay");
         hub.close();
+        assert_eq!(hub.residue(), [], "the session's end ends them");
     }
 
     #[tokio::test]
@@ -528,7 +619,8 @@ mod runs {
     /// a `single` capsule whose task is still live (it waits its turn).
     #[tokio::test]
     async fn a_detached_commands_result_is_a_task() {
-        let hub = crate::session::tasks::testing::hub_with(ScriptAgent, TaskAcceptance::Single);
+        let hub =
+            crate::session::tasks::testing::hub_with(RunningScriptAgent, TaskAcceptance::Single);
         let task = hub
             .start(new_task(
                 None,

@@ -4,6 +4,11 @@
 //! them so a resumed launch can report those it lost; the session kills
 //! them when it closes or is dropped. Each one's result, once it exits, is a
 //! task of the session's own.
+//!
+//! A command can also be recorded without being run (the script agent's
+//! `detach`: its text is a caller's, which no shell may see). It is residue
+//! and `runningCommands` the same way, until the session ends or a cancel
+//! of its task ends it; it has no result and no process to lose.
 
 use std::io;
 use std::sync::Arc;
@@ -21,9 +26,14 @@ pub const COMMAND_CHARS: usize = 200;
 pub(super) struct Detached {
     pub(super) item: DetachedShell,
     pub(super) task_id: String,
-    /// The process group (the `sh` that leads it).
-    pub(super) pgid: i32,
-    /// Set once the `sh` has exited and been reaped.
+    /// The path `runningCommands[].binary` names (the residue item names
+    /// the first word as written).
+    pub(super) binary_path: String,
+    /// The process group (the `sh` that leads it); None for a command
+    /// recorded and not run.
+    pub(super) pgid: Option<i32>,
+    /// Set once the `sh` has exited and been reaped, or, for a command
+    /// recorded and not run, once a cancel of its task has ended it.
     pub(super) done: Arc<AtomicBool>,
 }
 
@@ -33,13 +43,50 @@ impl Hub {
         residue(&self.lock().detached)
     }
 
-    /// Kills the process groups of the detached commands still running.
+    /// Kills the process groups of the detached commands still running, and
+    /// ends those recorded and not run.
     pub(super) fn kill_detached(live: &Live) {
         for detached in &live.detached {
-            if !detached.done.load(Ordering::SeqCst) {
-                process::kill_group(detached.pgid);
+            match detached.pgid {
+                Some(pgid) if !detached.done.load(Ordering::SeqCst) => process::kill_group(pgid),
+                Some(_) => {}
+                // The session's end ends what was only recorded.
+                None => detached.done.store(true, Ordering::SeqCst),
             }
         }
+    }
+
+    /// Records `command` for `task_id` as detached without running it
+    /// ([`RunningTask::record_detached`](super::RunningTask::record_detached)):
+    /// residue and `runningCommands` until the session ends or a cancel of
+    /// the task ends it. Nothing is stored: a resumed launch lost nothing.
+    pub(super) fn record_detached(
+        &self,
+        task_id: &str,
+        command: &str,
+    ) -> io::Result<DetachedShell> {
+        let mut live = self.lock();
+        if !live.tasks.contains_key(task_id) {
+            return Err(io::Error::other("the task has ended"));
+        }
+        if self.closing() {
+            return Err(io::Error::other("the session is closing"));
+        }
+        let word = first_word(command);
+        let item = DetachedShell {
+            work_id: ids::work_id(),
+            binary: word.to_string(),
+            command: command.to_string(),
+            started_at_ms: now_ms() as u64,
+        };
+        live.detached.push(Detached {
+            item: item.clone(),
+            task_id: task_id.to_string(),
+            binary_path: binary_path(word),
+            pgid: None,
+            done: Arc::new(AtomicBool::new(false)),
+        });
+        Ok(item)
     }
 
     /// Starts `command` for `task_id`, detached
@@ -68,9 +115,10 @@ impl Hub {
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
             .ok_or_else(|| io::Error::other("the command exited at once"))?;
+        let word = first_word(command);
         let item = DetachedShell {
             work_id: ids::work_id(),
-            binary: binary_path(command.split_whitespace().next().unwrap_or("")),
+            binary: word.to_string(),
             command: command.to_string(),
             started_at_ms: started_at_ms as u64,
         };
@@ -121,7 +169,8 @@ impl Hub {
         live.detached.push(Detached {
             item: item.clone(),
             task_id: task_id.to_string(),
-            pgid,
+            binary_path: binary_path(word),
+            pgid: Some(pgid),
             done,
         });
         Ok(item)
@@ -165,6 +214,22 @@ pub struct Tail {
     pub bytes: Vec<u8>,
     /// Earlier bytes were dropped.
     pub cut: bool,
+}
+
+/// A command's first word, as written: what a residue item's `binary`
+/// says ("Residue items": `"binary": "sleep"`).
+fn first_word(command: &str) -> &str {
+    command.split_whitespace().next().unwrap_or("")
+}
+
+/// Ends the commands recorded for `task_id` and not run: its cancel ends
+/// them. Commands that run go on until they exit or the session ends.
+pub(super) fn end_recorded(detached: &[Detached], task_id: &str) {
+    for d in detached {
+        if d.pgid.is_none() && d.task_id == task_id {
+            d.done.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 /// The binary a command's first word names ("Task metadata":
@@ -212,7 +277,7 @@ pub(super) fn running_commands(
         .filter(|d| d.task_id == task_id && !d.done.load(Ordering::SeqCst))
         .map(|d| RunningCommand {
             work_id: d.item.work_id.clone(),
-            binary: d.item.binary.clone(),
+            binary: d.binary_path.clone(),
             command: cut(&d.item.command),
             running_ms: (now.max(0) as u64).saturating_sub(d.item.started_at_ms),
         })

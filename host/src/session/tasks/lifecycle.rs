@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::TaskError;
 use super::agent::{Outcome, TaskInput};
 use super::delegations::{Child, Delegation};
-use super::detached::{residue, running_commands};
+use super::detached::{end_recorded, residue, running_commands};
 use super::events::{self, FrameKind};
 use super::ids;
 use super::store::Transition;
@@ -286,6 +286,8 @@ impl Hub {
             .cancel_locked(&mut live, id, residue, now_ms())
             .map_err(unavailable)?
             .ok_or(TaskError::NotFound)?;
+        // Listed as residue, as a delegation is, then ended by the cancel.
+        end_recorded(&live.detached, id);
         let next = self.next_queued(&mut live);
         drop(live);
         if let Some(input) = next {
@@ -326,6 +328,7 @@ impl Hub {
                 tracing::error!(task = %id, error = %e, "recording a stopped task failed");
                 failed.push(format!("{id} ({e})"));
             } else {
+                end_recorded(&live.detached, id);
                 ended.extend(own);
             }
         }
@@ -469,6 +472,14 @@ impl RunningTask {
     /// killed when the session ends.
     pub fn detach(&self, command: &str) -> io::Result<DetachedShell> {
         self.hub.detach(&self.id, command)
+    }
+
+    /// Records `command` as detached without running anything: residue and
+    /// `runningCommands` as [`RunningTask::detach`]'s are, until the session
+    /// ends or a cancel of this task ends it, with no result. For an agent
+    /// whose command text comes from a caller, which must reach no shell.
+    pub fn record_detached(&self, command: &str) -> io::Result<DetachedShell> {
+        self.hub.record_detached(&self.id, command)
     }
 
     /// Records that this task delegated to a sub-capsule, `child`: until

@@ -545,7 +545,10 @@ fn running(pid: i32) -> bool {
 
 #[tokio::test]
 async fn detached_commands_outlive_their_task_until_the_session_ends() {
-    let hub = hub(TaskAcceptance::Single);
+    let hub = hub_with(
+        crate::session::agents::script::RunningScriptAgent,
+        TaskAcceptance::Single,
+    );
     let long = "x".repeat(250);
     let script =
         format!("detach sleep 30\ndetach sleep 31 # {long}\ndetach true\nsleep 100\nreply ok");
@@ -588,7 +591,7 @@ async fn detached_commands_outlive_their_task_until_the_session_ends() {
     assert_eq!(hub.stop().unwrap().residue, residue);
 
     // The session's end kills them.
-    let pgids: Vec<i32> = hub.lock().detached.iter().map(|d| d.pgid).collect();
+    let pgids: Vec<i32> = hub.lock().detached.iter().filter_map(|d| d.pgid).collect();
     assert!(running(pgids[0]) && running(pgids[1]));
     hub.close();
     for _ in 0..200 {

@@ -47,7 +47,7 @@ use crate::bindings::task_store::{Image, Origin, TaskMetadata, TaskState};
 use super::lock::StateLock;
 
 pub use codecs::state_word;
-pub use open::{ARCHIVE_DIR, Opened, RESTARTED, SESSION_DB};
+pub use open::{ARCHIVE_DIR, Opened, RESTARTED, SESSION_DB, own_files};
 pub use queries::Batch;
 pub use visibility::{Owner, Sees};
 

@@ -21,6 +21,20 @@ pub const SESSION_DB: &str = "session.db";
 /// Where a fresh launch moves the previous session's file:
 /// `STATE/sessions/<its session id>.db`.
 pub const ARCHIVE_DIR: &str = "sessions";
+/// What the store keeps in the state directory `state`: the session's
+/// file and SQLite's files beside it, the lock, and the archive.
+pub fn own_files(state: &Path) -> Vec<PathBuf> {
+    let db = |suffix: &str| state.join(format!("{SESSION_DB}{suffix}"));
+    vec![
+        db(""),
+        db("-wal"),
+        db("-shm"),
+        db("-journal"),
+        state.join(crate::session::tasks::lock::LOCK_FILE),
+        state.join(ARCHIVE_DIR),
+    ]
+}
+
 /// The status message of a task that was live when its session stopped
 /// without ending it, written by `--resume`.
 pub const RESTARTED: &str = "the session restarted while this task was live";
