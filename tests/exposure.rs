@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -72,16 +73,12 @@ fn a_callers_detach_runs_nothing() {
     assert_eq!(residue, expected);
 }
 
-/// `serve` of `manifest` on `listen` with `flags`, from `dir`: the url it
-/// announced, or its exit status and what it logged.
-fn launch(manifest: &Path, listen: &str, flags: &[&str]) -> Result<String, String> {
-    let state = TempDir::new("exposed-state");
+/// `murmur-door ARGS` run from `dir`, with the tests' compile cache: its
+/// process, and the lines it logs.
+fn murmur_door(args: &[String], dir: &Path) -> (std::process::Child, Receiver<String>) {
     let mut child = Command::new(binary())
-        .arg("serve")
-        .arg(manifest)
-        .args(["--listen", listen, "--state"])
-        .arg(state.path())
-        .args(flags)
+        .args(args)
+        .current_dir(dir)
         .env("XDG_CACHE_HOME", root().join("target/e2e-cache"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -89,6 +86,18 @@ fn launch(manifest: &Path, listen: &str, flags: &[&str]) -> Result<String, Strin
         .spawn()
         .unwrap();
     let lines = stderr_lines(&mut child);
+    (child, lines)
+}
+
+/// `serve` of `manifest` on `listen` with `flags`: the url it announced,
+/// or its exit status and what it logged.
+fn launch(manifest: &Path, listen: &str, flags: &[&str]) -> Result<String, String> {
+    let state = TempDir::new("exposed-state");
+    let mut args = vec!["serve".to_string(), manifest.display().to_string()];
+    args.extend(["--listen", listen, "--state"].map(String::from));
+    args.push(state.path().display().to_string());
+    args.extend(flags.iter().map(|f| f.to_string()));
+    let (mut child, lines) = murmur_door(&args, state.path());
     let mut logged = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     let outcome = loop {
@@ -180,17 +189,11 @@ impl Workdir {
             format!("name: exposed\nversion: 0.1.0\nexports:\n{planes}"),
         )
         .unwrap();
-        let mut child = Command::new(binary())
-            .args(["serve", "murmur.yaml", "--listen", "127.0.0.1:0"])
-            .args(flags)
-            .current_dir(dir.path())
-            .env("XDG_CACHE_HOME", root().join("target/e2e-cache"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let lines = stderr_lines(&mut child);
+        let mut args = ["serve", "murmur.yaml", "--listen", "127.0.0.1:0"]
+            .map(String::from)
+            .to_vec();
+        args.extend(flags.iter().map(|f| f.to_string()));
+        let (child, lines) = murmur_door(&args, dir.path());
         let addr = loop {
             let line = lines
                 .recv_timeout(Duration::from_secs(60))

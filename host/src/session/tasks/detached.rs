@@ -56,6 +56,18 @@ impl Hub {
         }
     }
 
+    /// Refuses a command detached for a task that has ended, or in a
+    /// session that is closing.
+    fn may_detach(&self, live: &Live, task_id: &str) -> io::Result<()> {
+        if !live.tasks.contains_key(task_id) {
+            return Err(io::Error::other("the task has ended"));
+        }
+        if self.closing() {
+            return Err(io::Error::other("the session is closing"));
+        }
+        Ok(())
+    }
+
     /// Records `command` for `task_id` as detached without running it
     /// ([`RunningTask::record_detached`](super::RunningTask::record_detached)):
     /// residue and `runningCommands` until the session ends or a cancel of
@@ -66,12 +78,7 @@ impl Hub {
         command: &str,
     ) -> io::Result<DetachedShell> {
         let mut live = self.lock();
-        if !live.tasks.contains_key(task_id) {
-            return Err(io::Error::other("the task has ended"));
-        }
-        if self.closing() {
-            return Err(io::Error::other("the session is closing"));
-        }
+        self.may_detach(&live, task_id)?;
         let word = first_word(command);
         let item = DetachedShell {
             work_id: ids::work_id(),
@@ -99,12 +106,7 @@ impl Hub {
         command: &str,
     ) -> io::Result<DetachedShell> {
         let mut live = self.lock();
-        if !live.tasks.contains_key(task_id) {
-            return Err(io::Error::other("the task has ended"));
-        }
-        if self.closing() {
-            return Err(io::Error::other("the session is closing"));
-        }
+        self.may_detach(&live, task_id)?;
         let started_at_ms = now_ms();
         let mut child = process::shell(command)
             .stdin(std::process::Stdio::null())
