@@ -525,6 +525,56 @@ fn kept_answers_hold_at_most_their_bytes() {
     assert_eq!(metric(&metrics, bytes), 0, "{metrics}");
 }
 
+/// Issue 47 ("The memo's heads are not counted in `--reuse-bytes`"): a
+/// kept answer holds its request's head twice, in its key and in the copy
+/// a lookup reads, and both count. Requests whose heads are 32 KiB each,
+/// each asked twice so that its answer is kept: the answers still kept (a
+/// third round, newest first, finds exactly them) hold at most
+/// `--reuse-bytes` in heads alone; before, about twice as many were kept.
+#[test]
+fn kept_answers_count_their_request_heads() {
+    const MAX: usize = 1 << 20;
+    const PAD: usize = 32 << 10;
+    const ASKED: usize = 40;
+    let host = launch(&THREE[..1], &["--reuse-bytes", &MAX.to_string()]);
+    let alpha = &host.urls["alpha"];
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#;
+    let ask = |n: usize| {
+        let pad = format!("{n:04}{}", "p".repeat(PAD - 4));
+        let headers = [
+            ("content-type", "application/json"),
+            ("a2a-version", "1.0"),
+            ("x-pad", pad.as_str()),
+        ];
+        let reply = common::request(alpha, "POST", "/", &headers, body);
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    };
+    let hits = || {
+        let metrics = host.control("GET", "/metrics", b"").text();
+        let hit = r#"murmur_door_capsule_reused_answers_total{capsule="alpha",outcome="hit"}"#;
+        metric(&metrics, hit) as usize
+    };
+    for n in 0..ASKED {
+        ask(n);
+        ask(n);
+    }
+    assert_eq!(hits(), ASKED);
+    for n in (0..ASKED).rev() {
+        ask(n);
+    }
+    let kept = hits() - ASKED;
+    // Each kept answer holds its 32 KiB head twice: 16 fit in 1 MiB, less
+    // what the rest of each answer takes.
+    assert!(kept * 2 * PAD <= MAX, "{kept} answers kept");
+    assert!(kept >= 12, "{kept} answers kept");
+    let metrics = host.control("GET", "/metrics", b"").text();
+    let held = metric(
+        &metrics,
+        r#"murmur_door_capsule_reused_bytes{capsule="alpha"}"#,
+    );
+    assert!(held as usize <= MAX, "{held}");
+}
+
 /// A capsule on the host's library: its entry in `dir`, named `name`.
 fn entry(dir: &Path, name: &str) -> murmur_door_host::roster::Entry {
     let manifest = dir.join(format!("{name}.yaml"));

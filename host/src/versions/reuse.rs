@@ -29,7 +29,8 @@
 //! string or an integer), is kept or looked up.
 //!
 //! What it costs: at most `--reuse-bytes` per capsule ([`REUSE_BYTES`]),
-//! counting each answer's request key, head and body; the oldest answer
+//! counting each answer's request key, head, body and bookkeeping, and the
+//! copy of each distinct request head the lookup reads; the oldest answer
 //! kept goes first. The host reads a body before the door only when the
 //! live version keeps an answer for a request of the same head (method,
 //! path, header lines, client), so a caller whose token is refused (it has
@@ -66,8 +67,20 @@ pub const REUSE_BYTES: usize = 4 << 20;
 /// The largest request body kept or looked up: a GetTask or ListTasks is a
 /// few hundred bytes.
 pub const MAX_BODY: usize = 4 << 10;
-/// Bytes an answer is counted for beyond its key, head and body.
-const ENTRY_BYTES: usize = 128;
+/// Bytes an answer is counted for beyond what it holds on the heap: the
+/// entry, its key's place in the map and its pointer's counts, and the two
+/// places in the order it may take (kept again, it leaves a stale one).
+const ENTRY_BYTES: usize = size_of::<Entry>()
+    + size_of::<Arc<[u8]>>()
+    + 2 * size_of::<usize>()
+    + 2 * size_of::<(Arc<[u8]>, u64)>()
+    + MAP_SLOT;
+/// A map's own bytes for a pair beyond the pair: its control byte, and the
+/// room a map keeps free, at most an eighth.
+const MAP_SLOT: usize = 8;
+/// Bytes a distinct request head is counted for beyond its own: the copy
+/// the lookup reads is a map's key (see [`Memo::heads`]).
+const HEAD_BYTES: usize = size_of::<(Vec<u8>, usize)>() + MAP_SLOT;
 /// A version looks up every request that may be a repeat while at least
 /// one lookup in this many lately found its answer: below that, a lookup
 /// and the answer kept after a miss (about 7 µs together, against the
@@ -125,8 +138,11 @@ struct Memo {
     order: VecDeque<(Arc<[u8]>, u64)>,
     /// The heads of the requests kept, and how many of each: a request of
     /// another head is never a repeat, and its body is not read before the
-    /// door (a caller refused a token is refused at once, as without).
+    /// door (a caller refused a token is refused at once, as without). A
+    /// head is a copy, up to `--max-header-bytes`: each distinct one counts
+    /// in `bytes` ([`head_bytes`]) while an answer holds it.
     heads: HashMap<Vec<u8>, usize>,
+    /// The entries' bytes and the heads'.
     bytes: usize,
     generation: u64,
     /// The hashes of requests sampled and missed, by slot ([`SEEN`]).
@@ -164,10 +180,35 @@ impl Memo {
             *count -= 1;
             if *count == 0 {
                 self.heads.remove(head);
+                self.bytes -= head_bytes(head);
             }
         }
         true
     }
+
+    /// One more answer of `head`.
+    fn add_head(&mut self, head: &[u8]) {
+        match self.heads.get_mut(head) {
+            Some(count) => *count += 1,
+            None => {
+                self.heads.insert(head.to_vec(), 1);
+                self.bytes += head_bytes(head);
+            }
+        }
+    }
+}
+
+/// What `strings` hold, with their own bytes.
+fn strings_bytes<'a>(strings: impl IntoIterator<Item = &'a String>) -> usize {
+    strings
+        .into_iter()
+        .map(|s| size_of::<String>() + s.len())
+        .sum()
+}
+
+/// What the memo's copy of a distinct request head costs.
+fn head_bytes(head: &[u8]) -> usize {
+    HEAD_BYTES + head.len()
 }
 
 #[derive(Debug)]
@@ -721,17 +762,13 @@ impl Reuse {
                 )
             }
         };
-        let head: usize = declared
-            .headers
-            .iter()
-            .map(|(name, value)| name.len() + value.len())
-            .sum();
-        let path = file
-            .as_ref()
-            .map_or(0, |f| f.path.iter().map(String::len).sum());
-        let bytes = ENTRY_BYTES + request.key.len() + head + declared.body.len() + path;
+        let head = strings_bytes(declared.headers.iter().flat_map(|(n, v)| [n, v]));
+        let path = file.as_ref().map_or(0, |f| strings_bytes(&f.path));
+        let tasks = strings_bytes(&reads.tasks);
+        let bytes = ENTRY_BYTES + request.key.len() + head + declared.body.len() + path + tasks;
         let max = self.max_bytes.load(Ordering::Relaxed);
-        if bytes > max / 8 {
+        // Its request's head counted too, as when it is the first of it.
+        if bytes + head_bytes(&request.key[..request.head]) > max / 8 {
             return false;
         }
         let mut memo = self.lock();
@@ -756,13 +793,7 @@ impl Reuse {
         };
         memo.remove(&request.key, None);
         let key: Arc<[u8]> = request.key.into();
-        let head = &key[..request.head];
-        match memo.heads.get_mut(head) {
-            Some(count) => *count += 1,
-            None => {
-                memo.heads.insert(head.to_vec(), 1);
-            }
-        }
+        memo.add_head(&key[..request.head]);
         memo.entries.insert(key.clone(), entry);
         memo.bytes += bytes;
         memo.order.push_back((key, generation));
@@ -949,11 +980,21 @@ mod tests {
         assert_eq!(reuse.counts.kept.load(Ordering::Relaxed), 2);
     }
 
+    /// What the memo holds by its own count: every answer's bytes, and
+    /// each distinct head's copy.
+    fn counted(memo: &Memo) -> usize {
+        let answers: usize = memo.entries.values().map(|e| e.bytes).sum();
+        let heads: usize = memo.heads.keys().map(|head| head_bytes(head)).sum();
+        answers + heads
+    }
+
     /// A client asking many different requests twice each (so every one
     /// is kept) holds at most the memo's bytes: the oldest answers give way,
     /// an answer over an eighth of them is not kept, and a version retired
     /// by a swap keeps nothing until it is live again (docs/operations.md,
-    /// "What a client can make the host hold").
+    /// "What a client can make the host hold"). Issue 47: the copies of
+    /// the requests' heads count too, so requests of large distinct heads
+    /// hold their keys and heads within the bytes, not twice them.
     #[test]
     fn kept_answers_stay_within_their_bytes() {
         let max = 16 << 10;
@@ -972,8 +1013,7 @@ mod tests {
             // Some kept again: the pairs they leave in the order are swept.
             assert!(keep(page / 2, &filler));
             let memo = reuse.lock();
-            let counted: usize = memo.entries.values().map(|e| e.bytes).sum();
-            assert_eq!(memo.bytes, counted);
+            assert_eq!(memo.bytes, counted(&memo));
             assert!(memo.bytes <= max, "{} bytes kept", memo.bytes);
             assert!(memo.order.len() <= 2 * memo.entries.len() + 65);
             assert!(memo.heads.values().sum::<usize>() == memo.entries.len());
@@ -985,6 +1025,29 @@ mod tests {
 
         assert!(!keep(1, &"x".repeat(max / 8)));
         assert_eq!(reuse.bytes(), held);
+
+        // Distinct heads of 512 bytes each: what they hold on the heap, each
+        // head in its key and in its copy, is within the bytes.
+        let body = r#"{"id":1,"method":"ListTasks","params":{}}"#;
+        for n in 0..200 {
+            let pad = format!("{n:04}{}", "p".repeat(508));
+            let parts = parts(&[("a2a-version", "1.0"), ("x-pad", &pad)]);
+            let request = Request::of(&parts, None, body.as_bytes()).unwrap();
+            let lookup = Some(Lookup::Every);
+            let answer = declared(r#"{"id":1,"result":{}}"#);
+            assert!(reuse.keep(request, answer, read_nothing(), &planes, lookup));
+            let memo = reuse.lock();
+            assert_eq!(memo.bytes, counted(&memo));
+            let keys: usize = memo.entries.keys().map(|key| key.len()).sum();
+            let heads: usize = memo.heads.keys().map(Vec::len).sum();
+            assert!(keys + heads <= max, "{keys} + {heads} bytes of heads");
+            assert!(memo.bytes <= max, "{} bytes kept", memo.bytes);
+        }
+        // The last of them are kept, each with its own head.
+        let memo = reuse.lock();
+        assert_eq!(memo.heads.len(), memo.entries.len());
+        assert!(memo.entries.len() >= 6, "{} kept", memo.entries.len());
+        drop(memo);
 
         reuse.retire();
         assert_eq!((reuse.bytes(), reuse.holds_any()), (0, false));
