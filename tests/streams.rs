@@ -402,3 +402,59 @@ fn a_closing_door_ends_every_stream() {
         "capsule-closed"
     );
 }
+
+/// Issue 47 ("a SubscribeToTask stream whose task's final status left the
+/// buffer before the stream wrote it must still end"): a subscriber that
+/// reads nothing while its task ends and another task's events push the
+/// ending out of a four-event replay buffer still gets the task's final
+/// status, as the store has it, and the stream ends; it used to stay open
+/// until the door closed.
+#[test]
+fn a_subscription_whose_end_left_the_buffer_still_ends() {
+    let door = Door::start_flagged(
+        "name: lag\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n",
+        &["--replay-buffer", "4", "--max-body-bytes", "33554432"],
+    );
+    let later = json!({"configuration": {"returnImmediately": true}});
+    // A question 12 MiB long: the subscription opens with the task and its
+    // prompt, more than the sockets hold, so its door waits for the client
+    // to read, and reads no event meanwhile.
+    let big = "x".repeat(12 << 20);
+    let task = door.send_task(None, &format!("ask {big}"), later.clone());
+    let task_id = common::id(&task);
+    door.wait_state(None, &task_id, "TASK_STATE_INPUT_REQUIRED");
+    let body = json!({"jsonrpc": "2.0", "id": "sub", "method": "SubscribeToTask", "params": {"id": task_id}});
+    let mut subscription = door.open_stream(&body.to_string(), &[]);
+    assert_eq!(subscription.status, 200);
+    let reply =
+        json!({"message": {"taskId": task_id}, "configuration": {"returnImmediately": true}});
+    door.send_task(None, "reply done", reply);
+    // Then a task of eight events: the first task's end is gone from the
+    // buffer by the time the subscriber reads.
+    let next = door.send_task(
+        None,
+        "progress a\nprogress b\nprogress c\nreply next",
+        later,
+    );
+    door.wait_state(None, &common::id(&next), "TASK_STATE_COMPLETED");
+    let ended = door.get_task(None, &task_id);
+    assert_eq!(ended["status"]["state"], "TASK_STATE_COMPLETED");
+
+    let opening = subscription.next();
+    assert_eq!(kind(&opening), "task TASK_STATE_INPUT_REQUIRED");
+    let last = subscription
+        .next_within(Duration::from_secs(5))
+        .expect("the task's final status");
+    assert_eq!(last.id, None);
+    assert_eq!(
+        last.data,
+        json!({"jsonrpc": "2.0", "id": "sub", "result": {"statusUpdate": {
+            "taskId": task_id,
+            "contextId": ended["contextId"],
+            "status": ended["status"],
+        }}})
+    );
+    let after = subscription.next_within(Duration::from_secs(5));
+    assert_eq!(after.map(|e| e.data), None);
+    assert!(subscription.ended);
+}

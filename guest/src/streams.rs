@@ -50,6 +50,9 @@ pub struct Stream<R> {
     follow: Follow,
     /// The stream extension is active: frames are written.
     frames: bool,
+    /// The task a task stream follows, and who asks: read from the store
+    /// when the events it ends on may have been lost.
+    settles: Option<(Caller, String)>,
 }
 
 /// What a stream writes first: the task it follows (`{"task": …}`), or a
@@ -135,6 +138,7 @@ pub fn send_streaming_message<I: Imports>(
                 .map_err(|e| store_error(e, &task.id))?,
         )
     };
+    let settles = Some((caller.clone(), task.id.clone()));
     Ok(Stream {
         headers: headers(&used),
         id: id.clone(),
@@ -142,6 +146,7 @@ pub fn send_streaming_message<I: Imports>(
         reader,
         follow: Follow::Task { until_paused: true },
         frames,
+        settles,
     })
 }
 
@@ -181,6 +186,7 @@ pub fn subscribe_to_task<I: Imports>(
             until_paused: false,
         },
         frames,
+        settles: Some((caller.clone(), task_id.to_string())),
     })
 }
 
@@ -217,6 +223,7 @@ pub fn watch_session<I: Imports>(
         reader: Some(reader),
         follow: Follow::Session,
         frames: true,
+        settles: None,
     }
 }
 
@@ -243,12 +250,35 @@ pub fn pump<I: Imports>(
     };
     // Whether the stream ends after an event that wrote `state`.
     let ends = |state: Option<TaskState>| state.is_some_and(|s| pass.ends_at.contains(&s));
+    // The task as the store has it, once it has ended while the event
+    // saying so may have left the replay buffer unwritten (a lag, or an
+    // event dropped before any of it was written): what the log still
+    // holds is read without waiting, then the stream ends on this status.
+    let mut settled: Option<Task> = None;
+    let ended_in_store = || {
+        let (caller, task_id) = stream.settles.as_ref()?;
+        let task = imports.get(caller, task_id).ok()?;
+        ends(Some(task.status.state)).then_some(task)
+    };
     loop {
-        let delivery = match imports.next_event(reader, HEARTBEAT_MS, &pass) {
+        let wait = if settled.is_some() { 0 } else { HEARTBEAT_MS };
+        let delivery = match imports.next_event(reader, wait, &pass) {
             Next::Idle => {
+                if let Some(task) = settled.take() {
+                    let update = Rendered::Status(StatusUpdate {
+                        task_id: task.id,
+                        context_id: task.context_id,
+                        status: task.status,
+                        message_id: None,
+                    });
+                    sse_to(sink, None, &stream.id, &update);
+                    return;
+                }
                 if !sink(HEARTBEAT) {
                     return;
                 }
+                // A stream idle this long on an ended task lost its end.
+                settled = ended_in_store();
                 continue;
             }
             Next::Left | Next::Ended => return,
@@ -288,6 +318,9 @@ pub fn pump<I: Imports>(
                 let left = frame.is_some_and(|bytes| !sink(&bytes));
                 if left {
                     return;
+                }
+                if settled.is_none() {
+                    settled = ended_in_store();
                 }
                 continue;
             }
