@@ -5,9 +5,12 @@ meanwhile. `tests/hostile.rs` runs the same clients scaled down.
 
     cargo build --release && python3 bench/hostile.py [SCENARIO...]
 
+MURMUR_DOOR_BIN runs another build, to compare two.
+
 Scenarios: slow-bodies, stalled-connections, unread-streams, replay,
 one-credential, lowered-pool, unread-answers, behind-a-proxy, burst,
-half-close, caller-commands, exported-state, link-swap, fifo-swap (all
+half-close, forged-forwarded, caller-commands, exported-state, link-swap,
+fifo-swap (all
 when none is named). Standard library only; the swaps use renameat2
 through ctypes (Linux).
 """
@@ -24,7 +27,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BINARY = os.path.join(ROOT, "target", "release", "murmur-door")
+BINARY = os.environ.get("MURMUR_DOOR_BIN") or os.path.join(ROOT, "target", "release", "murmur-door")
 
 AUTHENTICATED = """name: hostile
 version: 0.1.0
@@ -100,6 +103,8 @@ class Door:
             data += chunk
         s.close()
         head, _, body = data.partition(b"\r\n\r\n")
+        if not head:
+            return 0, b""  # the connection closed with no answer
         return int(head.split()[1]), body
 
     def rpc(self, body, token=None, extra=()):
@@ -433,6 +438,27 @@ def half_close():
     door.stop()
 
 
+def forged_forwarded(rounds=20):
+    """Issue 47, item 5: behind a proxy at 127.0.0.1 that appends
+    X-Forwarded-For, an attacker sends its own `Forwarded: for=VICTIM` with
+    30 failed handle redeems a round, each round a new victim: who is
+    limited? (Before, the victims were, and the attacker never.)"""
+    door = Door(PUBLIC + "exports:\n  peer_files: [shared/**]\n", flags=["--trusted-proxy", "127.0.0.1"])
+    tally = {"victims limited": 0, "attacker limited": 0}
+    for n in range(rounds):
+        victim = f"198.51.100.{n + 1}"
+        for _ in range(31):
+            status, _ = door.request("GET", "/resources/peer/not-a-handle", [
+                ("x-murmur-audience", "beta"), ("forwarded", f"for={victim}"),
+                ("x-forwarded-for", "203.0.113.66")])
+        for who, address in (("victims", victim), ("attacker", "203.0.113.66")):
+            status, _ = door.request("GET", "/resources/peer/not-a-handle", [
+                ("x-murmur-audience", "beta"), ("x-forwarded-for", address)])
+            tally[f"{who} limited"] += status == 429
+    print(f"forged-forwarded: {rounds} rounds of 31 failed redeems naming a victim in Forwarded: {tally}")
+    door.stop()
+
+
 def caller_commands():
     """Issue 47, item 1: a caller of a public door with default flags sends
     `detach` in every spelling; nothing may run."""
@@ -492,10 +518,11 @@ def link_swap(seconds=10):
                 files=[("out/d/x", b"exported\n"), ("x", b"SECRET\n"), ("report.md", b"r\n")])
     os.symlink("..", os.path.join(door.dir, "out/e"))
     thread, swaps = swapping(os.path.join(door.dir, "out/d"), os.path.join(door.dir, "out/e"), seconds)
-    tally = {"exported": 0, "outside": 0, "404": 0}
+    tally = {"exported": 0, "outside": 0, "404": 0, "no answer": 0}
     while thread.is_alive():
         status, body = door.request("GET", "/resources/files/out/d/x")
-        key = "404" if status == 404 else "exported" if body == b"exported\n" else "outside"
+        key = ("404" if status == 404 else "no answer" if status == 0
+               else "exported" if body == b"exported\n" else "outside")
         tally[key] += 1
     thread.join()
     print(f"link-swap: {swaps[0]} swaps in {seconds} s; answers {tally}")
@@ -562,6 +589,7 @@ SCENARIOS = {
     "behind-a-proxy": behind_a_proxy,
     "burst": burst,
     "half-close": half_close,
+    "forged-forwarded": forged_forwarded,
     "caller-commands": caller_commands,
     "exported-state": exported_state,
     "link-swap": link_swap,
