@@ -2,7 +2,7 @@
 //! one record, the body is read through `request-body` only when the check
 //! order reaches it, and a whole answer goes back as one record; a stream is
 //! written, within the same call, to the body `response-stream` opens.
-//! The same export frames events for the streams (`framing`), on an
+//! Beside it, the `framing` export frames events for the streams, on an
 //! instance the host calls for nothing else.
 
 use super::host::exports::murmur::door::answer::{
