@@ -54,9 +54,9 @@ pub struct DoorCtx {
     /// The door version serving the request: its streams pass on what
     /// streams of the same version framed (see [`crate::session::tasks::events`]).
     pub version: u64,
-    /// The exports of the plane the request is on: what `send-file` may
-    /// open. None off the planes.
-    pub plane: Option<crate::manifest::planes::Exports>,
+    /// The declared plane the request is on (`files` or `peer`), whose
+    /// exports are what `send-file` may open. None off the planes.
+    pub plane: Option<&'static str>,
     /// The body of a request answered in one call, until the door reads it.
     pub body: Option<BoxedBody>,
     /// Where a one-call answer that streams sends its head.

@@ -183,12 +183,7 @@ impl Host for DoorCtxView<'_> {
         // and only served when the request's plane exports it and it is a
         // regular file. A door that names anything else sends nothing.
         let planes = &self.ctx.session.planes;
-        let opened = self
-            .ctx
-            .plane
-            .as_ref()
-            .filter(|exports| planes.serves(exports, &path))
-            .and_then(|_| planes.open_file(&path));
+        let opened = (self.ctx.plane).and_then(|plane| planes.open_served(plane, &path));
         let Some((file, _)) = opened else {
             return Ok(false);
         };

@@ -47,10 +47,8 @@ pub async fn answer(session: Arc<Session>, request: Request<Bytes>) -> Response<
         Reply::File(file) => {
             // Opened as the component's `send-file` has the host open it.
             let planes = imports.call(|v| v.ctx.session.planes.clone());
-            let opened = planes
-                .of(parts.uri.path())
-                .filter(|exports| planes.serves(exports, &file.path))
-                .and_then(|_| planes.open_file(&file.path));
+            let opened = crate::manifest::planes::plane_of(parts.uri.path())
+                .and_then(|plane| planes.open_served(plane, &file.path));
             match opened {
                 Some((opened, _)) => {
                     let body = crate::imports::response_stream::file_bytes(

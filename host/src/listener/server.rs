@@ -757,8 +757,10 @@ impl Server {
         // A request on a plane finds that plane's directories preopened, on
         // an instance that serves only that plane.
         let exports = self.stores.session.planes.of(parts.uri.path());
-        let owner = owner.on_plane(exports.and(planes::plane_of(parts.uri.path())));
-        let (store, instance, uses) = self.take_instance(&owner, &serving, exports);
+        let plane = exports.and(planes::plane_of(parts.uri.path()));
+        let owner = owner.on_plane(plane);
+        let (mut store, instance, uses) = self.take_instance(&owner, &serving, exports);
+        store.data_mut().door.plane = plane;
         let memory = store.data().memory.refused();
         let changed = store.data().door.changed.clone();
         // Out of memory before it changed the session, the door refused the
@@ -866,7 +868,6 @@ impl Server {
                 (store, None, 0)
             }
         };
-        store.data_mut().door.plane = exports.cloned();
         if let Some(exports) = exports {
             let planes = &self.stores.session.planes;
             let state = store.data_mut();

@@ -131,11 +131,24 @@ impl Planes {
     /// The exports of the declared plane `path` is on; None off the
     /// planes, and on a plane the manifest does not declare.
     pub fn of(&self, path: &str) -> Option<&Exports> {
-        match plane_of(path) {
-            Some("files") => self.files.as_ref(),
-            Some(_) => self.peer_files.as_ref(),
-            None => None,
+        self.named(plane_of(path)?)
+    }
+
+    /// The exports of the declared plane `plane` (`files` or `peer`, as
+    /// [`plane_of`] names it).
+    pub fn named(&self, plane: &str) -> Option<&Exports> {
+        match plane {
+            "files" => self.files.as_ref(),
+            _ => self.peer_files.as_ref(),
         }
+    }
+
+    /// The roots [`Exports::roots`] names for `exports`, less those inside
+    /// the door's own state, which are never opened.
+    fn roots(&self, exports: &Exports) -> Vec<Vec<String>> {
+        let mut roots = exports.roots(&self.workdir);
+        roots.retain(|root| !self.is_withheld(root));
+        roots
     }
 
     /// A request's wasi context with `exports`' roots preopened read-only,
@@ -145,18 +158,13 @@ impl Planes {
     /// is opened one segment at a time, following no link, so whatever the
     /// workdir holds the preopens are inside it.
     pub fn preopened(&self, exports: &Exports) -> (WasiCtx, Opened) {
-        let withheld = self.withheld_segments();
         let mut wasi = WasiCtx::builder();
         // A plane's door stats, opens and lists a few entries of a local
         // directory: on the request's own thread, each costs microseconds,
         // where a trip through the blocking pool cost ten times that.
         wasi.allow_blocking_current_thread(true);
         let mut opened = Opened::default();
-        for root in exports.roots(&self.workdir) {
-            // A root inside the door's state is never opened at all.
-            if withheld.iter().any(|w| root.starts_with(w)) {
-                continue;
-            }
+        for root in self.roots(exports) {
             let Some((dir, way)) = open_root(&self.workdir, &root) else {
                 continue;
             };
@@ -180,9 +188,7 @@ impl Planes {
     /// preopens still hold keeps them, which saves a request opening them
     /// anew (the commonest cost of a small file).
     pub fn still(&self, exports: &Exports, opened: &Opened) -> bool {
-        let withheld = self.withheld_segments();
-        let mut roots = exports.roots(&self.workdir);
-        roots.retain(|root| !withheld.iter().any(|w| root.starts_with(w)));
+        let roots = self.roots(exports);
         roots.len() == opened.0.len()
             && roots.iter().zip(&opened.0).all(|(root, (was, way))| {
                 root == was && walk(&self.workdir, root).as_ref() == Some(way)
@@ -212,21 +218,19 @@ impl Planes {
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
                 .collect();
-            let covered = self
-                .withheld_segments()
-                .iter()
-                .any(|w| inside.starts_with(w));
-            if !inside.is_empty() && !covered {
+            if !inside.is_empty() && !self.is_withheld(&inside) {
                 self.withheld.push(inside.join("/"));
             }
         }
     }
 
-    fn withheld_segments(&self) -> Vec<Vec<String>> {
-        self.withheld
-            .iter()
-            .map(|w| w.split('/').map(String::from).collect())
-            .collect()
+    /// Whether `path` (workdir-relative segments) is withheld or lies
+    /// under a withheld path.
+    fn is_withheld(&self, path: &[String]) -> bool {
+        self.withheld.iter().any(|withheld| {
+            let segments = withheld.split('/');
+            segments.clone().count() <= path.len() && segments.zip(path).all(|(w, p)| w == p)
+        })
     }
 
     /// Whether a plane exporting `exports` serves the file at `path`
@@ -236,6 +240,22 @@ impl Planes {
         ExportSet::new(&exports.0)
             .withholding(&self.withheld)
             .exported(path)
+    }
+
+    /// The file at `path` (workdir-relative segments, none a link) that the
+    /// plane `plane` serves, opened as [`Planes::open_file`] opens it: what
+    /// a door's `send-file` sends. None when the plane is not declared, does
+    /// not serve that path, or the open refuses it.
+    pub fn open_served(
+        &self,
+        plane: &str,
+        path: &[String],
+    ) -> Option<(std::fs::File, rustix::fs::Stat)> {
+        let exports = self.named(plane)?;
+        if !self.serves(exports, path) {
+            return None;
+        }
+        self.open_file(path)
     }
 
     /// The file at `path` (workdir-relative segments) as a repeat of a
