@@ -5,6 +5,7 @@
 
 mod common;
 
+mod agent_stdio;
 mod agents;
 mod card;
 mod card_proto;

@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
 use murmur_door_host::admission;
-use murmur_door_host::agents::{Agent, CommandAgent, ScriptAgent};
+use murmur_door_host::agents::{Agents, CommandAgent, ScriptAgent, StdioAgent};
 use murmur_door_host::cache::{CompileCache, Compiled};
 use murmur_door_host::capsule::{self, Capsule, CapsuleConfig};
 use murmur_door_host::connections;
@@ -148,6 +148,11 @@ struct DoorArgs {
     /// it with stdout, another exit fails it with stderr's last line.
     #[arg(long, value_name = "CMD", conflicts_with = "agent")]
     pub agent_cmd: Option<String>,
+    /// Start `sh -c CMD` once for each session, in the workdir: it serves
+    /// every task of the session over JSON lines on stdin and stdout
+    /// (docs/agents.md).
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["agent", "agent_cmd"])]
+    pub agent_stdio: Option<String>,
     /// How many of the newest events a stream can replay from its
     /// Last-Event-ID.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_REPLAY_BUFFER,
@@ -304,7 +309,9 @@ enum AgentKind {
 
 /// What every door of the process runs under, from the flags.
 struct Settings {
-    agent: Arc<dyn Agent>,
+    agent: Agents,
+    /// The flag that chose the agent, when one did.
+    agent_flag: Option<&'static str>,
     public: bool,
     replay: Replay,
     limits: request::Limits,
@@ -319,9 +326,14 @@ struct Settings {
 
 impl DoorArgs {
     fn settings(self) -> Settings {
-        let agent: Arc<dyn Agent> = match (self.agent, self.agent_cmd) {
-            (_, Some(command)) => Arc::new(CommandAgent::new(command)),
-            (AgentKind::Script, None) => Arc::new(ScriptAgent),
+        let (agent, agent_flag): (Agents, _) = match (self.agent, self.agent_cmd, self.agent_stdio)
+        {
+            (_, _, Some(command)) => (StdioAgent::new(command).into(), Some("--agent-stdio")),
+            (_, Some(command), None) => (
+                Agents::Shared(Arc::new(CommandAgent::new(command))),
+                Some("--agent-cmd"),
+            ),
+            (AgentKind::Script, None, None) => (Agents::Shared(Arc::new(ScriptAgent)), None),
         };
         if let Some(share) = self
             .max_instances_per_caller
@@ -335,6 +347,7 @@ impl DoorArgs {
         }
         Settings {
             agent,
+            agent_flag,
             public: self.public,
             replay: Replay {
                 events: self.replay_buffer,
@@ -462,6 +475,7 @@ fn main() -> ExitCode {
                     control_token_file,
                     resume,
                     instances: None,
+                    agent_stdio: None,
                 };
                 serve(entry, door.settings()).await
             })
@@ -645,7 +659,8 @@ async fn host(
     let host = Arc::new(
         Host::new(door, source, limits, settings.agent, settings.replay)
             .with_trusted_proxies(settings.trusted_proxies)
-            .with_public(settings.public),
+            .with_public(settings.public)
+            .with_agent_flag(settings.agent_flag),
     );
     // The shared listener is open before the capsules reached on it: their
     // cards name its port.

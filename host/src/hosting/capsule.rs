@@ -16,7 +16,7 @@ use crate::listener::accept;
 use crate::listener::server::Server;
 use crate::sandbox::engine::Door;
 use crate::session::Session;
-use crate::session::agents::Agent;
+use crate::session::agents::{Agents, StdioAgent};
 use crate::session::tasks::events::Replay;
 use crate::session::tasks::{self, store::Store};
 use crate::versions::control::{CONTROL_PATH, ControlToken};
@@ -26,8 +26,9 @@ use crate::versions::control::{CONTROL_PATH, ControlToken};
 pub struct CapsuleConfig {
     /// Its name, manifest, listen address, state directory and files.
     pub entry: Entry,
-    /// Runs the session's tasks.
-    pub agent: Arc<dyn Agent>,
+    /// Runs the session's tasks, unless the entry names its own
+    /// (`agent_stdio`).
+    pub agent: Agents,
     /// What the session's replay buffer keeps, for streams that reconnect.
     pub replay: Replay,
     /// The host's shared listener, where an entry of host names is reached
@@ -108,6 +109,7 @@ impl Capsule {
                     tokens_file,
                     control_token_file,
                     resume,
+                    agent_stdio,
                     ..
                 },
             agent,
@@ -135,6 +137,12 @@ impl Capsule {
         };
         // The card names the public URL when there is one.
         let card_url = public_url.unwrap_or_else(|| url.clone());
+        let agents = match agent_stdio {
+            Some(command) => Agents::Stdio(StdioAgent::new(command)),
+            None => agent,
+        };
+        let process_transport = manifest.transport == crate::manifest::Transport::Process;
+        let agent = agents.for_session(&name, &workdir, process_transport);
         let mut session =
             Session::start(&manifest, card_url, opened.store, agent, replay)?.with_workdir(workdir);
         // The door's own state is never served, whatever the exports match.
@@ -231,6 +239,7 @@ impl Capsule {
     /// waiting: for a capsule something else still holds.
     pub fn close_now(&self) {
         self.session.close();
+        tokio::spawn(self.session.tasks.agent().close(Duration::ZERO));
         if let Some(serving) = &self.serving {
             serving.abort();
         }
@@ -252,12 +261,18 @@ impl Capsule {
             let _ = serving.await;
         }
         self.session.close();
-        let deadline = tokio::time::Instant::now() + self.server.http_limits().drain;
-        while self.server.doors.in_flight() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        self.server.shut();
+        let drain = self.server.http_limits().drain;
+        let deadline = tokio::time::Instant::now() + drain;
+        // The agent's program stops beside the requests that drain.
+        let agent = self.session.tasks.agent().close(drain);
+        let requests = async {
+            while self.server.doors.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            self.server.shut();
+        };
+        tokio::join!(agent, requests);
     }
 }
 

@@ -31,7 +31,7 @@ use crate::listener::proxies::TrustedProxies;
 use crate::listener::server::{HttpLimits, Shared};
 use crate::sandbox::engine::{Door, DoorEngine};
 use crate::sandbox::request::Limits;
-use crate::session::agents::Agent;
+use crate::session::agents::Agents;
 use crate::session::tasks::events::Replay;
 use crate::versions::swap::{self, Source};
 
@@ -55,7 +55,10 @@ pub struct Host {
     engine: DoorEngine,
     limits: HostLimits,
     shared: Shared,
-    agent: Arc<dyn Agent>,
+    agent: Agents,
+    /// The flag that chose the host's agent, when one did: an entry may then
+    /// not choose its own.
+    agent_flag: Option<&'static str>,
     replay: Replay,
     /// The door a capsule added now starts on: the last version swapped
     /// into every capsule.
@@ -105,14 +108,15 @@ impl Host {
         door: Door,
         source: Source,
         limits: HostLimits,
-        agent: Arc<dyn Agent>,
+        agent: impl Into<Agents>,
         replay: Replay,
     ) -> Host {
         Host {
             engine: door.engine.clone(),
             shared: Shared::new(&limits.http),
             limits,
-            agent,
+            agent: agent.into(),
+            agent_flag: None,
             replay,
             door: Mutex::new((door, source)),
             capsules: Mutex::new(BTreeMap::new()),
@@ -177,12 +181,26 @@ impl Host {
         self
     }
 
+    /// The flag that chose the host's agent (`--agent-cmd`,
+    /// `--agent-stdio`): an entry's `agent_stdio` then conflicts with it.
+    pub fn with_agent_flag(mut self, flag: Option<&'static str>) -> Host {
+        self.agent_flag = flag;
+        self
+    }
+
     /// Opens the capsule `entry` describes and serves it; its url. Refused
     /// when another capsule has its name, state directory, address or a
     /// host name of it, when it names host names and the host has no shared
     /// listener, or when it cannot open (its state locked, its address
     /// taken): the other capsules are untouched.
     pub async fn add(&self, entry: Entry) -> Result<String, RosterError> {
+        if let (Some(flag), Some(_)) = (self.agent_flag, &entry.agent_stdio) {
+            return Err(RosterError {
+                at: format!("capsule {}", entry.name),
+                key: "agent_stdio".into(),
+                message: format!("conflicts with the host's {flag}"),
+            });
+        }
         let by_name = self.shared();
         if let (Listen::Hostnames(_), None) = (&entry.listen, &by_name) {
             return Err(RosterError {
@@ -438,6 +456,8 @@ impl Host {
         let swaps = Family::<OutcomeLabels, Counter>::default();
         let reuses = Family::<OutcomeLabels, Counter>::default();
         let reused_bytes = Family::<CapsuleLabel, Gauge>::default();
+        let agent_lines = Family::<OutcomeLabels, Counter>::default();
+        let agent_restarts = Family::<CapsuleLabel, Counter>::default();
         let capsules: Vec<(String, Arc<Capsule>)> = self.chosen(None).unwrap_or_default();
         for (name, capsule) in &capsules {
             let label = CapsuleLabel {
@@ -459,6 +479,18 @@ impl Host {
                     state,
                 };
                 tasks.get_or_create(&labels).set(count as i64);
+            }
+            let faults = capsule.session.tasks.agent().faults();
+            agent_restarts.get_or_create(&label).inc_by(faults.restarts);
+            for (outcome, count) in [
+                ("ignored", faults.ignored_lines),
+                ("dropped", faults.dropped_lines),
+            ] {
+                let labels = OutcomeLabels {
+                    capsule: name.clone(),
+                    outcome,
+                };
+                agent_lines.get_or_create(&labels).inc_by(count);
             }
             let counts = &server.doors.counts;
             let reused = &server.doors.reuse_counts;
@@ -509,6 +541,16 @@ impl Host {
             "murmur_door_capsule_reused_bytes",
             "Bytes of answers a capsule's door keeps to send again (at most --reuse-bytes)",
             reused_bytes,
+        );
+        registry.register(
+            "murmur_door_capsule_agent_lines",
+            "Lines a capsule's agent process wrote that were ignored (no line of the protocol, or naming no task it holds) or dropped (over 1 MiB)",
+            agent_lines,
+        );
+        registry.register(
+            "murmur_door_capsule_agent_restarts",
+            "Agent processes a capsule started after the one before it ended",
+            agent_restarts,
         );
 
         capsules.len()

@@ -78,6 +78,9 @@ pub struct Entry {
     /// Instances of the host's pool this capsule may hold at once, when not
     /// the host's `--capsule-instances`.
     pub instances: Option<u32>,
+    /// `agent_stdio: CMD`: this capsule's sessions are run by `sh -c CMD`,
+    /// one process a session, whatever agent the host runs others with.
+    pub agent_stdio: Option<String>,
 }
 
 /// Where a capsule's door is reached.
@@ -375,6 +378,7 @@ impl Entry {
                 "control_token_file",
                 "resume",
                 "instances",
+                "agent_stdio",
             ],
         )?;
         let manifest_path = base.join(path(map.get("manifest"), at, "manifest")?);
@@ -435,6 +439,11 @@ impl Entry {
             },
             Some(_) => return Err(error(at, "instances", format!("expected 1 to {MAX_SHARE}"))),
         };
+        let agent_stdio = match map.get("agent_stdio") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(command)) if !command.trim().is_empty() => Some(command.clone()),
+            Some(_) => return Err(error(at, "agent_stdio", "expected a command")),
+        };
         let task = launch_task(&workdir).map_err(|e| error(at, "workdir", e))?;
         Ok(Entry {
             name,
@@ -450,6 +459,7 @@ impl Entry {
             control_token_file,
             resume,
             instances,
+            agent_stdio,
         })
     }
 }
@@ -611,7 +621,11 @@ mod tests {
         );
         assert_eq!(
             entry("{name: beta, manifest: a.yaml, listen: 127.0.0.1:0, state: s, colour: red}"),
-            "capsules[0] (beta): colour: is not a key here (expected one of name, manifest, workdir, listen, hostnames, public_url, state, tokens_file, control_token_file, resume, instances)"
+            "capsules[0] (beta): colour: is not a key here (expected one of name, manifest, workdir, listen, hostnames, public_url, state, tokens_file, control_token_file, resume, instances, agent_stdio)"
+        );
+        assert_eq!(
+            entry("{name: b, manifest: a.yaml, listen: 127.0.0.1:0, state: s, agent_stdio: ' '}"),
+            "capsules[0] (b): agent_stdio: expected a command"
         );
         assert_eq!(
             entry(

@@ -18,13 +18,12 @@
 //! closed: a background process that keeps them open keeps the task
 //! working (redirect its output, or `detach` it through the script agent).
 
-use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 
-use super::{Agent, AgentFuture, Image, Outcome, RunningTask, TaskInput};
+use super::images::ImageFiles;
+use super::{Agent, AgentFuture, Outcome, RunningTask, TaskInput};
 use crate::session::process::{self, GroupGuard, shell};
 
 /// The command agent (`--agent-cmd`): one `sh -c` of its command per task.
@@ -101,60 +100,6 @@ async fn run(command: String, input: TaskInput, task: RunningTask) -> Outcome {
         Outcome::Completed(response)
     } else {
         Outcome::Failed(failure(status, &String::from_utf8_lossy(&err)))
-    }
-}
-
-/// A task's images as files, removed with it.
-struct ImageFiles {
-    dir: Option<PathBuf>,
-    files: Vec<PathBuf>,
-}
-
-impl ImageFiles {
-    /// Writes `images` into a new directory of task `task_id`'s; none for a
-    /// task without images.
-    fn write(task_id: &str, images: &[Image]) -> std::io::Result<ImageFiles> {
-        let mut written = ImageFiles {
-            dir: None,
-            files: Vec::new(),
-        };
-        if images.is_empty() {
-            return Ok(written);
-        }
-        let dir = std::env::temp_dir().join(format!("murmur-images-{task_id}"));
-        // Not recursive: a directory already there (another's) is an error.
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        written.dir = Some(dir.clone());
-        for (i, image) in images.iter().enumerate() {
-            let subtype = image
-                .media_type
-                .strip_prefix("image/")
-                .filter(|s| s.bytes().all(|b| b.is_ascii_alphanumeric()))
-                .unwrap_or("bin");
-            let file = dir.join(format!("{}.{subtype}", i + 1));
-            std::fs::write(&file, &image.bytes)?;
-            written.files.push(file);
-        }
-        Ok(written)
-    }
-
-    /// `MURMUR_IMAGES`: the files' paths, one a line.
-    fn paths(&self) -> Option<String> {
-        (!self.files.is_empty()).then(|| {
-            self.files
-                .iter()
-                .map(|f| f.display().to_string())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-    }
-}
-
-impl Drop for ImageFiles {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use super::{Image, Origin, RunningTask};
 
@@ -67,4 +68,30 @@ pub trait Agent: Send + Sync + 'static {
     fn replied(&self, task: &RunningTask, text: &str) {
         let _ = (task, text);
     }
+
+    /// The session closes: the agent lets go of what it keeps for the
+    /// session, within `drain` and a moment more, and the future resolves
+    /// once it has (a program of its own has ended). Nothing by default.
+    fn close(&self, drain: Duration) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        let _ = drain;
+        Box::pin(async {})
+    }
+
+    /// What went wrong between the session and the agent, counted for the
+    /// host's metrics. Zero for an agent that runs in the host.
+    fn faults(&self) -> AgentFaults {
+        AgentFaults::default()
+    }
+}
+
+/// What an agent of its own process counts ([`Agent::faults`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AgentFaults {
+    /// Lines ignored: not JSON, not an object, naming no task the agent
+    /// holds, or no line the protocol has.
+    pub ignored_lines: u64,
+    /// Lines over the length limit, dropped whole.
+    pub dropped_lines: u64,
+    /// Processes started after the first, the one before having ended.
+    pub restarts: u64,
 }

@@ -3,6 +3,7 @@
 //! reports progress and frames, and ends with what the agent answered, a
 //! cancel, or murmur.StopSession. [`RunningTask`] is the agent's side of it.
 
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -458,12 +459,22 @@ impl RunningTask {
     /// the reply's text, the task `working` again. Never resolves when the
     /// task ends first (its agent's future is then dropped).
     pub async fn ask(&self, prompt: &str) -> String {
-        match self.hub.pause(&self.id, prompt.to_string()) {
-            Some(reply) => match reply.await {
-                Ok(text) => text,
-                Err(_) => std::future::pending().await,
-            },
-            None => std::future::pending().await,
+        self.ask_now(prompt).await
+    }
+
+    /// [`RunningTask::ask`], pausing the task now rather than when the
+    /// future is first polled: for an agent that must order the question
+    /// among its other reports.
+    pub fn ask_now(&self, prompt: &str) -> impl Future<Output = String> + Send + 'static {
+        let paused = self.hub.pause(&self.id, prompt.to_string());
+        async move {
+            match paused {
+                Some(reply) => match reply.await {
+                    Ok(reply) => reply,
+                    Err(_) => std::future::pending().await,
+                },
+                None => std::future::pending().await,
+            }
         }
     }
 

@@ -173,6 +173,11 @@ impl Hub {
         })
     }
 
+    /// The agent running the session's tasks.
+    pub fn agent(&self) -> &Arc<dyn Agent> {
+        &self.agent
+    }
+
     /// The session record this hub writes to.
     pub fn store(&self) -> &Store {
         &self.store

@@ -789,4 +789,4 @@ impl Drop for Reader {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

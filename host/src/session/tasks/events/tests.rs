@@ -21,7 +21,7 @@ use crate::session::tasks::{Hub, Task, TaskAcceptance, TaskError, TaskState, now
 /// `7 framed working {"id":<id>}`, its request id cut out at `<id>` (a
 /// frame's: `8 framed frame …`). Task ids of
 /// the hub's tests read `task`.
-fn line(delivery: &Delivery) -> String {
+pub(crate) fn line(delivery: &Delivery) -> String {
     let event = match delivery {
         Delivery::Framed(framed) => {
             let kind = match (framed.state, framed.frame) {
@@ -73,7 +73,7 @@ fn drain(reader: &mut Reader) -> Vec<String> {
 
 /// Reads until `last` is read (5 s at most), waiting on the reader's
 /// wait between deliveries.
-async fn read_until(reader: &mut Reader, last: &str) -> Vec<String> {
+pub(crate) async fn read_until(reader: &mut Reader, last: &str) -> Vec<String> {
     let mut lines = Vec::new();
     loop {
         match reader.next_delivery() {
