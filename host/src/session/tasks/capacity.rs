@@ -188,6 +188,7 @@ impl Hub {
                         context_id: task.context_id.clone(),
                         started: written.run_now,
                         runner: None,
+                        working_unrecorded: false,
                         reply: None,
                         watch: watch::Sender::new(Progress {
                             state: TaskState::Submitted,

@@ -79,6 +79,7 @@ impl Hub {
     ) -> io::Result<DetachedShell> {
         let mut live = self.lock();
         self.may_detach(&live, task_id)?;
+        self.record_working_locked(&mut live, task_id);
         let word = first_word(command);
         let item = DetachedShell {
             work_id: ids::work_id(),
@@ -107,6 +108,7 @@ impl Hub {
     ) -> io::Result<DetachedShell> {
         let mut live = self.lock();
         self.may_detach(&live, task_id)?;
+        self.record_working_locked(&mut live, task_id);
         let started_at_ms = now_ms();
         let mut child = process::shell(command)
             .stdin(std::process::Stdio::null())

@@ -79,6 +79,13 @@ fn delegations(live: &Live, id: &str) -> Vec<ResidueItem> {
 /// `noAnswerBelow` holds this many members at most ("Task metadata").
 pub const NO_ANSWER_BELOW: usize = 8;
 
+/// A running task is recorded `working` when its agent first reports
+/// anything or asks anything of the session, or when it has run this long,
+/// whichever is first; an agent that ends it sooner has `working` and the
+/// ending recorded in one write, with the events of both in order, as one
+/// that ends at once does. Writes are what a task costs the door most.
+pub const WORKING_WITHIN: Duration = Duration::from_millis(1);
+
 /// How often an ending the store refused is tried again.
 const END_RETRY: Duration = Duration::from_secs(1);
 
@@ -133,16 +140,21 @@ impl Hub {
             // Cancelled before it ran.
             return None;
         }
-        if let Err(e) = self.write(&live, &id, &Transition::to(TaskState::Working), now_ms()) {
-            tracing::error!(task = %id, error = %e, "recording a task's start failed");
-        }
         let running = live.tasks.get_mut(&id).expect("checked above");
         running.state = TaskState::Working;
-        running.watch.send_modify(|p| p.state = TaskState::Working);
+        running.working_unrecorded = true;
         let hub = self.clone();
         let task_id = id.clone();
         let runner = tokio::spawn(async move {
-            let outcome = future.await;
+            let mut future = future;
+            let outcome = tokio::select! {
+                biased;
+                outcome = &mut future => outcome,
+                _ = tokio::time::sleep(WORKING_WITHIN) => {
+                    hub.record_working(&task_id);
+                    future.await
+                }
+            };
             hub.finish(&task_id, outcome);
         });
         running.runner = Some(runner.abort_handle());
@@ -159,13 +171,52 @@ impl Hub {
         running.runner = None;
         let now = now_ms();
         let to = ending(outcome, metadata(&live, id, now));
-        if let Err(e) = self.end(&mut live, id, &to, now) {
+        if let Err(e) = self.end_ran(&mut live, id, &to, now) {
             tracing::error!(task = %id, error = %e, "recording a task's end failed; retrying each second");
             drop(live);
             self.retry_end(id.to_string(), to);
             return;
         }
         self.launch_next(live);
+    }
+
+    /// Ends task `id`, which its agent ran, with `to`: `working` and the
+    /// ending in one write when `working` is not recorded yet.
+    fn end_ran(
+        &self,
+        live: &mut Live,
+        id: &str,
+        to: &Transition,
+        now: i64,
+    ) -> rusqlite::Result<Option<Task>> {
+        let unrecorded = live.tasks.get(id).is_some_and(|r| r.working_unrecorded);
+        let working = Transition::to(TaskState::Working);
+        let steps: &[&Transition] = match unrecorded {
+            true => &[&working, to],
+            false => &[to],
+        };
+        self.end_steps(live, id, steps, now)
+    }
+
+    /// Records task `id` `working`, when its agent runs it and that is not
+    /// recorded yet ([`WORKING_WITHIN`]): before anything the agent reports,
+    /// so its events follow the task's `working`.
+    pub(super) fn record_working(&self, id: &str) {
+        let mut live = self.lock();
+        self.record_working_locked(&mut live, id);
+    }
+
+    pub(super) fn record_working_locked(&self, live: &mut Live, id: &str) {
+        let Some(running) = live.tasks.get_mut(id) else {
+            return;
+        };
+        if !std::mem::take(&mut running.working_unrecorded) {
+            return;
+        }
+        running.watch.send_modify(|p| p.state = TaskState::Working);
+        if let Err(e) = self.write(live, id, &Transition::to(TaskState::Working), now_ms()) {
+            tracing::error!(task = %id, error = %e, "recording a task's start failed");
+        }
     }
 
     /// Keeps trying to record an ending the store refused (a full disk),
@@ -181,7 +232,7 @@ impl Hub {
                 if !live.tasks.contains_key(&id) || hub.closing() {
                     return;
                 }
-                if hub.end(&mut live, &id, &to, now_ms()).is_ok() {
+                if hub.end_ran(&mut live, &id, &to, now_ms()).is_ok() {
                     tracing::info!(task = %id, "a task's end recorded after a retry");
                     hub.launch_next(live);
                     return;
@@ -351,7 +402,8 @@ impl Hub {
     /// A `working` status whose message is `message`, written as it
     /// happens: its own message id, timestamped now.
     fn progress(&self, id: &str, message: &str) {
-        let live = self.lock();
+        let mut live = self.lock();
+        self.record_working_locked(&mut live, id);
         let Some(running) = live.tasks.get(id) else {
             return;
         };
@@ -374,7 +426,8 @@ impl Hub {
 
     /// A frame the agent of a live task reports.
     fn frame(&self, id: &str, kind: FrameKind, body: &serde_json::Map<String, serde_json::Value>) {
-        let live = self.lock();
+        let mut live = self.lock();
+        self.record_working_locked(&mut live, id);
         let Some(running) = live.tasks.get(id) else {
             return;
         };
@@ -391,6 +444,7 @@ impl Hub {
 
     fn pause(&self, id: &str, prompt: String) -> Option<oneshot::Receiver<String>> {
         let mut live = self.lock();
+        self.record_working_locked(&mut live, id);
         if live.tasks.get(id)?.state != TaskState::Working {
             return None;
         }

@@ -124,6 +124,9 @@ struct Running {
     started: bool,
     /// The runner, once the agent runs: aborting it drops the agent's future.
     runner: Option<AbortHandle>,
+    /// The agent runs it, and `working` is not recorded yet (see
+    /// [`lifecycle::WORKING_WITHIN`]).
+    working_unrecorded: bool,
     /// While `input-required`: where the reply goes.
     reply: Option<oneshot::Sender<String>>,
     watch: watch::Sender<Progress>,

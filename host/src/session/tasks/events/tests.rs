@@ -628,8 +628,10 @@ async fn a_task_its_agent_ends_at_once_is_one_change_with_every_event() {
             .all(|t| hub.get(&None, &t.id).unwrap().status.state == TaskState::Submitted)
     );
     let last = until(&hub, &queued[2].id, TaskState::Failed).await;
-    // Each queued task: inserted, then ended in one change.
-    assert_eq!(last.change, queued[2].change + 4);
+    // Each queued task: inserted, then ended in one change; the first is
+    // recorded working after them (WORKING_WITHIN: the test's runtime runs
+    // nothing until it awaits), then ended.
+    assert_eq!(last.change, queued[2].change + 5);
     let ended: Vec<(TaskState, Option<String>)> = queued
         .iter()
         .map(|t| hub.get(&None, &t.id).unwrap())
@@ -916,4 +918,61 @@ fn frames_are_numbered_and_the_last_id_is_durable() {
     let resumed = Store::open(dir.path(), true, 2).unwrap();
     assert_eq!(resumed.store.last_event(), 3);
     assert!(resumed.store.take_restarted().is_empty());
+}
+
+// WORKING_WITHIN: an agent that ends its task within it has `working` and
+// the ending recorded in one change, with the events of both in order; one
+// that runs on is recorded working meanwhile; one that reports at once is
+// recorded working before its report.
+#[tokio::test]
+async fn working_is_recorded_with_a_quick_ending_or_before_anything_else() {
+    use crate::session::agents::{Agent, AgentFuture, Outcome, RunningTask, TaskInput};
+
+    struct Quick;
+    impl Agent for Quick {
+        fn run(&self, input: TaskInput, task: RunningTask) -> AgentFuture {
+            Box::pin(async move {
+                match input.text.as_str() {
+                    "report" => task.text("at once"),
+                    "slow" => tokio::time::sleep(Duration::from_millis(200)).await,
+                    _ => tokio::task::yield_now().await,
+                }
+                Outcome::Completed(input.text)
+            })
+        }
+    }
+    let hub = hub_with(Quick, TaskAcceptance::Queue);
+    let quick = hub.start(new_task(None, "quick")).unwrap();
+    let done = settle(&hub, &quick.id).await;
+    assert_eq!(done.change, quick.change + 1, "one change");
+    let mut reader = hub.task_events(&None, &quick.id, Some(0)).unwrap();
+    let quick_events = read_until(&mut reader, "completed").await;
+    assert_eq!(
+        quick_events,
+        [
+            "1 task submitted",
+            "2 task working",
+            "3 task response: quick",
+            "4 task completed: task completed",
+        ]
+    );
+
+    let report = hub.start(new_task(None, "report")).unwrap();
+    let mut reader = hub.task_events(&None, &report.id, Some(0)).unwrap();
+    let reported = read_until(&mut reader, "completed").await;
+    assert_eq!(
+        reported,
+        [
+            "5 task submitted",
+            "6 task working",
+            r#"7 task frame text {"text":"at once"}"#,
+            "8 task response: report",
+            "9 task completed: task completed",
+        ]
+    );
+
+    let slow = hub.start(new_task(None, "slow")).unwrap();
+    let working = until(&hub, &slow.id, TaskState::Working).await;
+    assert_eq!(working.change, slow.change + 1);
+    assert_eq!(settle(&hub, &slow.id).await.change, slow.change + 2);
 }
