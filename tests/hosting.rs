@@ -589,7 +589,7 @@ fn entry(dir: &Path, name: &str) -> murmur_door_host::roster::Entry {
 /// for it alone. The runtime, host, state directory and both addresses.
 struct FaultyHost {
     runtime: tokio::runtime::Runtime,
-    host: murmur_door_host::host::Host,
+    host: std::sync::Arc<murmur_door_host::host::Host>,
     dir: TempDir,
     bad: String,
     good: String,
@@ -601,7 +601,10 @@ fn library_host(
     door: &[u8],
     max_cpu_ms: u64,
     agent: std::sync::Arc<dyn murmur_door_host::agents::Agent>,
-) -> (tokio::runtime::Runtime, murmur_door_host::host::Host) {
+) -> (
+    tokio::runtime::Runtime,
+    std::sync::Arc<murmur_door_host::host::Host>,
+) {
     use murmur_door_host::engine::{self, Door};
     use murmur_door_host::host::{Host, HostLimits};
     use murmur_door_host::request::Limits;
@@ -637,7 +640,7 @@ fn library_host(
         agent,
         DEFAULT_REPLAY_BUFFER.into(),
     );
-    (runtime, host)
+    (runtime, std::sync::Arc::new(host))
 }
 
 fn faulty_host(door: &[u8], max_cpu_ms: u64) -> FaultyHost {
@@ -905,7 +908,7 @@ impl murmur_door_host::agents::Agent for RuntimeAgent {
 /// bytes at most, added to `host`: its state directory and its address.
 fn runtime_capsule(
     runtime: &tokio::runtime::Runtime,
-    host: &murmur_door_host::host::Host,
+    host: &std::sync::Arc<murmur_door_host::host::Host>,
 ) -> (TempDir, String) {
     let dir = TempDir::new("runtime-agent");
     let manifest = dir.path().join("murmur.yaml");
@@ -1571,4 +1574,130 @@ fn sigterm_drains_a_host_of_capsules_on_one_port() {
         .trim_start_matches("http://")
         .to_string();
     assert_eq!(public_rpc(&shared, &list).json()["result"]["totalSize"], 5);
+}
+
+/// `lifecycle.after_task: exit` on a host (docs/agents.md, "A session's
+/// life"): once a capsule's launch task has ended, the host closes that
+/// capsule as SIGTERM closes a door (its `--agent-stdio` program hears
+/// `stop` and ends), lists it as exited until it is removed, and serves the
+/// others on.
+#[test]
+fn a_capsule_that_exits_after_its_task_is_closed_and_listed() {
+    let dir = TempDir::new("host-exit");
+    std::fs::write(dir.path().join("alpha.yaml"), PUBLIC).unwrap();
+    let once = dir.path().join("once");
+    std::fs::create_dir(&once).unwrap();
+    std::fs::write(
+        once.join("once.yaml"),
+        "name: once\nversion: 0.1.0\nlifecycle: {after_task: exit}\n",
+    )
+    .unwrap();
+    std::fs::write(once.join("task.md"), "ask").unwrap();
+    let showcase = root().join("examples/agents/showcase.py");
+    let file = format!(
+        "control: {{listen: 127.0.0.1:0}}\ncapsules:\n  \
+         - {{manifest: alpha.yaml, listen: 127.0.0.1:0, state: alpha}}\n  \
+         - {{manifest: once/once.yaml, listen: 127.0.0.1:0, state: once-state, \
+             agent_stdio: 'exec python3 {}'}}\n",
+        showcase.display()
+    );
+    let path = dir.path().join("capsules.yaml");
+    std::fs::write(&path, file).unwrap();
+    let host = launch_file((dir, path), &[]);
+    let url = host.urls["once"].clone();
+    let rpc = |body: Value| {
+        let headers = [("content-type", "application/json"), ("a2a-version", "1.0")];
+        request(&url, "POST", "/", &headers, body.to_string().as_bytes()).json()
+    };
+    let listed = rpc(json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}));
+    let launch = listed["result"]["tasks"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The agent program runs in the capsule's workdir.
+    let agent = (0..200)
+        .find_map(|_| {
+            let found = agent_in(&once);
+            if found.is_none() {
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            found
+        })
+        .expect("the capsule's agent runs");
+    for _ in 0..400 {
+        let get = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": launch}});
+        if rpc(get)["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let reply = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message":
+        {"messageId": "r", "role": "ROLE_USER", "taskId": launch, "parts": [{"text": "main"}]}}});
+    let answered = rpc(reply);
+    assert_eq!(
+        answered["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answered}"
+    );
+    let exited = (0..400)
+        .find_map(|_| {
+            let capsules = host.capsules()["capsules"].clone();
+            let once = capsules
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == "once" && c.get("exited").is_some())
+                .cloned();
+            if once.is_none() {
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            once
+        })
+        .expect("the host lists the capsule as exited");
+    assert_eq!(
+        exited,
+        json!({"name": "once", "state": host.dir.path().join("once-state"),
+               "session": exited["session"],
+               "exited": "the launch task ended (lifecycle.after_task: exit)"})
+    );
+    assert!(exited["session"].as_str().unwrap().starts_with("ses_"));
+    // Its agent heard stop and ended; its listener is closed; alpha answers.
+    let gone = (0..200).any(|_| {
+        let gone = !Path::new(&format!("/proc/{agent}")).exists()
+            || std::fs::read_to_string(format!("/proc/{agent}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            });
+        if !gone {
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        gone
+    });
+    assert!(gone, "the agent {agent} still runs");
+    assert!(std::net::TcpStream::connect(&url).is_err());
+    assert_eq!(host.card("alpha").status, 200);
+    // Removing it forgets it.
+    assert_eq!(host.control("DELETE", "/capsules/once", b"").status, 200);
+    let names: Vec<Value> = host.capsules()["capsules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("alpha")]);
+}
+
+/// The pid of a process whose working directory is `workdir` and whose
+/// command line names showcase.py.
+fn agent_in(workdir: &Path) -> Option<u32> {
+    let workdir = workdir.canonicalize().ok()?;
+    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let names = String::from_utf8_lossy(&cmdline).contains("showcase.py");
+        (cwd == workdir && names).then_some(pid)
+    })
 }

@@ -218,19 +218,24 @@ impl Capsule {
 
     /// Resolves once the launch's own task has ended (`lifecycle.after_task:
     /// exit`), or the session has closed; never when this launch started
-    /// none. A task waiting for input has not ended.
-    pub async fn launch_task_ended(&self) {
-        let Some(id) = &self.launch_task else {
-            return std::future::pending().await;
-        };
-        loop {
-            self.session.tasks.settled_started(id).wait().await;
-            let ended = match self.session.tasks.get(&None, id) {
-                Ok(task) => !tasks::is_live(task.status.state),
-                Err(_) => true,
+    /// none. A task waiting for input has not ended. Holds the session, not
+    /// the capsule.
+    pub fn launch_task_ended(&self) -> impl Future<Output = ()> + Send + 'static {
+        let launch_task = self.launch_task.clone();
+        let session = self.session.clone();
+        async move {
+            let Some(id) = launch_task else {
+                return std::future::pending().await;
             };
-            if ended || self.session.closing() {
-                return;
+            loop {
+                session.tasks.settled_started(&id).wait().await;
+                let ended = match session.tasks.get(&None, &id) {
+                    Ok(task) => !tasks::is_live(task.status.state),
+                    Err(_) => true,
+                };
+                if ended || session.closing() {
+                    return;
+                }
             }
         }
     }

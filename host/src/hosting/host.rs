@@ -83,8 +83,11 @@ struct SharedListener {
 
 struct Hosted {
     entry: Entry,
-    /// None while the capsule opens.
+    /// None while the capsule opens, and once it has exited.
     capsule: Option<Arc<Capsule>>,
+    /// Its session, once it exited (`lifecycle.after_task: exit`): listed
+    /// until it is removed.
+    exited: Option<String>,
 }
 
 /// What a host-wide or partial swap did.
@@ -193,7 +196,7 @@ impl Host {
     /// host name of it, when it names host names and the host has no shared
     /// listener, or when it cannot open (its state locked, its address
     /// taken): the other capsules are untouched.
-    pub async fn add(&self, entry: Entry) -> Result<String, RosterError> {
+    pub async fn add(self: &Arc<Self>, entry: Entry) -> Result<String, RosterError> {
         if let (Some(flag), Some(_)) = (self.agent_flag, &entry.agent_stdio) {
             return Err(RosterError {
                 at: format!("capsule {}", entry.name),
@@ -218,6 +221,7 @@ impl Host {
                 Hosted {
                     entry: entry.clone(),
                     capsule: None,
+                    exited: None,
                 },
             );
         }
@@ -254,6 +258,17 @@ impl Host {
                 if let Some((_, names)) = &by_name {
                     names.insert(&capsule.hostnames, &capsule.server);
                 }
+                if capsule.session.capsule_exits_after_task() {
+                    let ended = capsule.launch_task_ended();
+                    let (host, session) = (Arc::downgrade(self), capsule.session.id().to_string());
+                    let name = name.clone();
+                    tokio::spawn(async move {
+                        ended.await;
+                        if let Some(host) = host.upgrade() {
+                            host.exit(&name, &session).await;
+                        }
+                    });
+                }
                 if let Some(hosted) = capsules.get_mut(&name) {
                     hosted.capsule = Some(Arc::new(capsule));
                 }
@@ -270,8 +285,39 @@ impl Host {
         }
     }
 
-    /// Closes the capsule `name` as SIGTERM closes a door, and forgets it;
-    /// false when there is none (or it is still opening).
+    /// `lifecycle.after_task: exit`: the launch task of capsule `name`'s
+    /// session `session` has ended, so the capsule closes as SIGTERM closes
+    /// a door, and is listed as exited until it is removed. Nothing when
+    /// that session is no longer the capsule's (it was removed, the host
+    /// closes).
+    async fn exit(&self, name: &str, session: &str) {
+        let capsule = {
+            let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(hosted) = capsules.get_mut(name).filter(|h| {
+                h.capsule
+                    .as_ref()
+                    .is_some_and(|c| c.session.id() == session)
+            }) else {
+                return;
+            };
+            hosted.exited = Some(session.to_string());
+            hosted.capsule.take()
+        };
+        let Some(capsule) = capsule else {
+            return;
+        };
+        self.forget_hostnames(&capsule);
+        close(capsule).await;
+        tracing::info!(
+            capsule = name,
+            session,
+            "capsule exited: its launch task ended (lifecycle.after_task: exit)"
+        );
+    }
+
+    /// Closes the capsule `name` as SIGTERM closes a door, and forgets it
+    /// (one that exited is only forgotten); false when there is none (or
+    /// it is still opening).
     pub async fn remove(&self, name: &str) -> bool {
         let capsule = {
             let mut capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
@@ -279,6 +325,13 @@ impl Host {
                 Some(Hosted {
                     capsule: Some(_), ..
                 }) => capsules.remove(name).and_then(|h| h.capsule),
+                Some(Hosted {
+                    exited: Some(_), ..
+                }) => {
+                    capsules.remove(name);
+                    tracing::info!(capsule = name, "exited capsule removed");
+                    return true;
+                }
                 _ => None,
             }
         };
@@ -308,6 +361,14 @@ impl Host {
         let listed: Vec<Value> = capsules
             .iter()
             .filter_map(|(name, hosted)| {
+                if let Some(session) = &hosted.exited {
+                    return Some(json!({
+                        "name": name,
+                        "state": hosted.entry.state,
+                        "session": session,
+                        "exited": "the launch task ended (lifecycle.after_task: exit)",
+                    }));
+                }
                 let capsule = hosted.capsule.as_ref()?;
                 let live = capsule.server.doors.live();
                 Some(json!({

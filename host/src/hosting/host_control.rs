@@ -74,7 +74,7 @@ pub async fn serve(
 }
 
 async fn answer(
-    host: &Host,
+    host: &Arc<Host>,
     token: &ControlToken,
     base: &std::path::Path,
     request: Request<Incoming>,
