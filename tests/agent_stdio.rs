@@ -12,20 +12,22 @@
 use crate::common;
 
 use common::tempdir::TempDir;
-use common::{Door, SseEvent, settle};
+use common::{Door, STREAM, event_kind as kind, settle};
 use serde_json::{Value, json};
-
-const STREAM: &str = "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
 
 /// A door whose sessions run showcase.py, on `inference.transport: process`
 /// (quota and suggested-prompt frames are a harness's).
 fn showcase() -> Door {
+    showcase_with("inference: {transport: process}\n")
+}
+
+/// A door whose sessions run showcase.py, its manifest ending with `more`.
+fn showcase_with(more: &str) -> Door {
     let state = TempDir::new("stdio");
     let manifest = state.path().join("murmur.yaml");
     std::fs::write(
         &manifest,
-        "name: showcase\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n\
-         inference: {transport: process}\n",
+        format!("name: showcase\nversion: 0.1.0\nlifecycle: {{task_acceptance: queue}}\n{more}"),
     )
     .unwrap();
     let agent = common::root().join("examples/agents/showcase.py");
@@ -91,25 +93,6 @@ fn progress_starting(sse: &mut common::Sse, prefix: &str) -> String {
         if text.starts_with(prefix) {
             return text.to_string();
         }
-    }
-}
-
-/// What an event carries: `task STATE`, `status STATE`, `artifact ID` or
-/// `frame KIND`.
-fn kind(event: &SseEvent) -> String {
-    let result = &event.data["result"];
-    if let Some(task) = result.get("task") {
-        format!("task {}", task["status"]["state"].as_str().unwrap())
-    } else if let Some(update) = result.get("statusUpdate") {
-        format!("status {}", update["status"]["state"].as_str().unwrap())
-    } else if let Some(update) = result.get("artifactUpdate") {
-        format!(
-            "artifact {}",
-            update["artifact"]["artifactId"].as_str().unwrap()
-        )
-    } else {
-        let frame = &result["message"]["metadata"][STREAM]["frame"];
-        format!("frame {}", frame.as_str().unwrap())
     }
 }
 
@@ -305,4 +288,66 @@ fn the_agent_s_faults_stay_with_it() {
     let after = send(&door, message("pid", json!({})), false);
     assert_eq!(after["status"]["state"], "TASK_STATE_COMPLETED");
     assert_ne!(response(&after), before);
+}
+
+/// docs/agents.md, "Completions, for a runtime": on an authenticated
+/// parent, the runtime mints the child a member token reaching SendMessage
+/// (the control surface's members), and the child's completion carries it
+/// to the task that awaits the delegation; without a token it is refused
+/// as any request is.
+#[test]
+fn a_member_token_carries_a_completion_to_an_authenticated_parent() {
+    let door = showcase_with("network:\n  authentication:\n    scheme: bearer\n");
+    let operator = door.token("operator");
+    let control = std::fs::read_to_string(door.state.path().join("control-token")).unwrap();
+    let minted = door.request(
+        "POST",
+        "/.well-known/murmur/control/members",
+        &[
+            ("authorization", &format!("Bearer {}", control.trim())),
+            ("content-type", "application/json"),
+        ],
+        json!({"caller": "child", "scopes": ["SendMessage"]})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(minted.status, 201, "{}", minted.text());
+    let child = minted.json()["token"].as_str().unwrap().to_string();
+    let bearer = format!("Bearer {operator}");
+    let (mut sse, _) = stream(&door, 5, "delegate", &[("Authorization", &bearer)]);
+    let awaiting = progress_starting(&mut sse, "awaiting ");
+    let delegation = awaiting.strip_prefix("awaiting ").unwrap().to_string();
+    let session = door.session_id();
+    let completion = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "c1", "role": "ROLE_USER",
+                               "parts": [{"text": "from the child"}]}}});
+    let headers = |auth: Option<&str>| {
+        let mut headers = vec![
+            ("x-murmur-task-origin", "completion".to_string()),
+            ("x-murmur-completion-session", session.clone()),
+            ("x-murmur-delegation-id", delegation.clone()),
+        ];
+        if let Some(auth) = auth {
+            headers.push(("Authorization", format!("Bearer {auth}")));
+        }
+        headers
+    };
+    let send = |auth: Option<&str>| {
+        let headers = headers(auth);
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        door.rpc(&completion.to_string(), &headers)
+    };
+    assert_eq!(send(None).status, 401);
+    let received = send(Some(&child)).json();
+    assert_eq!(
+        received["result"]["message"]["parts"][0]["data"],
+        json!({"delegation_id": delegation, "received": true}),
+        "{received}"
+    );
+    let events = sse.rest();
+    let said =
+        events[events.len() - 2].data["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
+            .as_str()
+            .unwrap();
+    assert!(said.contains("from the child"), "{said}");
 }

@@ -12,7 +12,7 @@ use common::{Door, Sse, SseEvent};
 use serde_json::{Value, json};
 
 const DOOR: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";
-const STREAM: &str = "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
+use common::{STREAM, event_kind as kind};
 const SINGLE: &str = "name: my-agent\nversion: 0.1.0\n";
 
 fn watch(door: &Door, headers: &[(&str, &str)]) -> Sse {
@@ -41,28 +41,6 @@ fn streaming(
     }
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "SendStreamingMessage", "params": {"message": message}});
     door.open_stream(&body.to_string(), headers)
-}
-
-/// The StreamResponse member an event carries and its state or artifact.
-fn kind(event: &SseEvent) -> String {
-    let result = &event.data["result"];
-    if let Some(task) = result.get("task") {
-        format!("task {}", task["status"]["state"].as_str().unwrap())
-    } else if let Some(update) = result.get("statusUpdate") {
-        format!("status {}", update["status"]["state"].as_str().unwrap())
-    } else if let Some(update) = result.get("artifactUpdate") {
-        format!(
-            "artifact {}",
-            update["artifact"]["artifactId"].as_str().unwrap()
-        )
-    } else if let Some(message) = result.get("message") {
-        format!(
-            "frame {}",
-            message["metadata"][STREAM]["frame"].as_str().unwrap()
-        )
-    } else {
-        panic!("not a StreamResponse: {}", event.data)
-    }
 }
 
 fn assert_stream_head(sse: &Sse, extensions: Option<&str>) {

@@ -886,3 +886,29 @@ pub fn handler_component(imports: &str, fields: &str, body: &str) -> Vec<u8> {
     );
     wat::parse_str(text).expect("a valid component")
 }
+
+/// The stream extension's URI (reference, "Stream extension").
+pub const STREAM: &str = "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
+
+/// The StreamResponse member an event carries: `task STATE`, `status
+/// STATE`, `artifact ID` or `frame KIND`.
+pub fn event_kind(event: &SseEvent) -> String {
+    let result = &event.data["result"];
+    if let Some(task) = result.get("task") {
+        format!("task {}", task["status"]["state"].as_str().unwrap())
+    } else if let Some(update) = result.get("statusUpdate") {
+        format!("status {}", update["status"]["state"].as_str().unwrap())
+    } else if let Some(update) = result.get("artifactUpdate") {
+        format!(
+            "artifact {}",
+            update["artifact"]["artifactId"].as_str().unwrap()
+        )
+    } else if let Some(message) = result.get("message") {
+        format!(
+            "frame {}",
+            message["metadata"][STREAM]["frame"].as_str().unwrap()
+        )
+    } else {
+        panic!("not a StreamResponse: {}", event.data)
+    }
+}
