@@ -383,7 +383,7 @@ fn a_directory_swapped_for_a_link_serves_nothing_outside_the_exports() {
             }
             (status, body) => panic!("{status} {}", String::from_utf8_lossy(&body)),
         }
-        let (status, body) = work.get("/resources/files/out/d");
+        let (status, body) = work.get("/resources/files/out/d/");
         if status == 200 {
             let text = String::from_utf8_lossy(&body);
             // Through the link the workdir itself may be listed, with

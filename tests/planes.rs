@@ -161,6 +161,51 @@ fn a_current_copy_is_not_sent_and_one_range_is() {
     );
 }
 
+/// docs/planes.md, "A directory": a trailing `/` names a directory, as
+/// every file server reads it. `out/` lists; `out` answers 301 to `out/`
+/// (its query kept), for a directory the plane serves only; `report.md/`
+/// and a directory nothing exports stay the one 404.
+#[test]
+fn a_directory_is_named_with_its_trailing_slash() {
+    let capsule = Capsule::exported();
+    for (path, location) in [
+        ("/resources/files/out", "/resources/files/out/"),
+        ("/resources/files/logs", "/resources/files/logs/"),
+        (
+            "/resources/files/logs?pageSize=1",
+            "/resources/files/logs/?pageSize=1",
+        ),
+    ] {
+        for method in ["GET", "HEAD"] {
+            let moved = capsule.door.request(method, path, &[], b"");
+            assert_eq!(moved.status, 301, "{method} {path}");
+            assert_eq!(moved.header("location"), Some(location), "{path}");
+            assert_eq!(moved.header("content-length"), Some("0"), "{path}");
+            assert!(moved.body.is_empty());
+        }
+        let listed = capsule.get(location, &[]);
+        assert_eq!(listed.status, 200, "{location}");
+        assert!(listed.json()["entries"].is_array());
+    }
+    for refused in [
+        "/resources/files/report.md/",
+        "/resources/files/nowhere",
+        "/resources/files/nowhere/",
+        "/resources/files/out//",
+    ] {
+        let reply = capsule.get(refused, &[]);
+        assert_eq!(
+            (reply.status, reply.text()),
+            (404, NOT_FOUND.to_string()),
+            "{refused}"
+        );
+    }
+    // A directory nothing exports below is not served: no 301 tells it
+    // from a missing one.
+    std::fs::create_dir_all(capsule.dir().join("private")).unwrap();
+    assert_eq!(capsule.get("/resources/files/private", &[]).status, 404);
+}
+
 /// Issue 33, "A directory": its exported entries only, sorted by name,
 /// paged the way ListTasks is.
 #[test]
@@ -192,7 +237,7 @@ fn a_directory_lists_what_is_served_in_it() {
         );
         assert_eq!(listing.json()["nextPageToken"], "");
     }
-    let logs = capsule.get("/resources/files/logs", &[]).json();
+    let logs = capsule.get("/resources/files/logs/", &[]).json();
     let entry = &logs["entries"][0];
     assert_eq!(logs["entries"].as_array().unwrap().len(), 1, "{logs}");
     assert_eq!(
@@ -287,7 +332,6 @@ fn everything_not_served_is_one_404() {
         "/resources/files/./report.md",
         "/resources/files//report.md",
         "/resources/files/out//a.txt",
-        "/resources/files/out/",
         "/resources/files/report.md/",
         "/resources/files/report.md.",
         "/resources/files/out%5ca.txt",
@@ -323,7 +367,7 @@ fn everything_not_served_is_one_404() {
         (200, &b"x\n"[..])
     );
     // The listing shows neither what is refused nor the links out.
-    let out = capsule.get("/resources/files/out", &[]).json();
+    let out = capsule.get("/resources/files/out/", &[]).json();
     let names: Vec<&str> = out["entries"]
         .as_array()
         .unwrap()

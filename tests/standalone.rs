@@ -401,7 +401,7 @@ fn the_operator_plane_serves_what_dir_preopens() {
         assert_eq!(reply.json()["error"], "file_not_found");
     }
     let listing = serve
-        .request("GET", "/resources/files/out", &[], b"")
+        .request("GET", "/resources/files/out/", &[], b"")
         .json();
     let names: Vec<&str> = listing["entries"]
         .as_array()

@@ -613,6 +613,14 @@ fn no_path_resolves_outside_the_exports() {
                             request.path_with_query
                         );
                     }
+                } else if response.status == 301 {
+                    // A directory named without its `/`: the location lists.
+                    let location = response.header("location").unwrap().to_string();
+                    let get = Request::new("GET", location.clone(), [("x", "")]);
+                    let Reply::Whole(listed) = handle(&host, &get, Vec::new) else {
+                        panic!("case {n}: {location} is no listing");
+                    };
+                    assert_eq!(listed.status, 200, "case {n}: {location}");
                 } else {
                     assert!(
                         [304, 400, 404].contains(&response.status),

@@ -48,7 +48,8 @@ pub fn files<I: Imports>(imports: &I, request: &Request) -> Result<Served, Refus
         paths::query(&request.path_with_query).ok_or(Refusal::InvalidPage(directory::QUERY))?;
     let page = directory::page(&query)?;
     let rest = request.path().strip_prefix(FILES_PLANE).unwrap_or_default();
-    let requested = paths::segments(rest).ok_or(Refusal::FileNotFound)?;
+    let target = paths::target(rest).ok_or(Refusal::FileNotFound)?;
+    let requested = target.segments;
     let exported = imports.exports();
     let exports = ExportSet::new(&exported.files).withholding(&exported.withheld);
     // The exports first: a path no export names costs no look at the
@@ -63,9 +64,13 @@ pub fn files<I: Imports>(imports: &I, request: &Request) -> Result<Served, Refus
         return Err(Refusal::FileNotFound);
     }
     match resolved.entry.kind {
+        // `out` is the directory `out/`, as every file server answers it.
+        Kind::Directory if !target.directory => Ok(Served::Whole(to_directory(request))),
         Kind::Directory => Ok(Served::Whole(directory::listing(
             &tree, &exports, &requested, &resolved, &page,
         ))),
+        // A trailing slash names a directory: a file is not there.
+        Kind::File if target.directory => Err(Refusal::FileNotFound),
         // A listing is never reused: it depends on every entry it names.
         Kind::File => Ok(
             match file::answer(
@@ -79,6 +84,24 @@ pub fn files<I: Imports>(imports: &I, request: &Request) -> Result<Served, Refus
             },
         ),
         Kind::Symlink | Kind::Other => Err(Refusal::FileNotFound),
+    }
+}
+
+/// `301` to the directory a path without its trailing `/` names: the path
+/// as the client wrote it, a `/` after it, then its query.
+fn to_directory(request: &Request) -> Response {
+    let location = match request.path_with_query.split_once('?') {
+        Some((path, query)) => format!("{path}/?{query}"),
+        None => format!("{}/", request.path_with_query),
+    };
+    Response {
+        status: 301,
+        headers: vec![
+            ("location".into(), location),
+            ("content-length".into(), "0".into()),
+        ],
+        body: Vec::new(),
+        reuse: None,
     }
 }
 

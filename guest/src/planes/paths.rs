@@ -16,6 +16,38 @@ pub fn segments(rest: &str) -> Option<Vec<String>> {
     rest.strip_prefix('/')?.split('/').map(segment).collect()
 }
 
+/// What a path under the operator plane names: its segments, and whether
+/// it ends with `/`, which names a directory (as every file server reads
+/// it). The plane's root (`""`, `/`) is a directory.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Target {
+    pub segments: Vec<String>,
+    pub directory: bool,
+}
+
+/// The [`Target`] of `rest`: [`segments`] of it with one trailing `/`
+/// taken off. None as for [`segments`] (`out//` included).
+pub fn target(rest: &str) -> Option<Target> {
+    if rest.is_empty() || rest == "/" {
+        return Some(Target {
+            segments: Vec::new(),
+            directory: true,
+        });
+    }
+    match rest.strip_suffix('/') {
+        // `//` is no directory: its one segment is empty.
+        Some("/") => None,
+        Some(dir) => Some(Target {
+            segments: segments(dir)?,
+            directory: true,
+        }),
+        None => Some(Target {
+            segments: segments(rest)?,
+            directory: false,
+        }),
+    }
+}
+
 fn segment(raw: &str) -> Option<String> {
     let text = String::from_utf8(decode(raw)?).ok()?;
     let refused =
@@ -68,6 +100,24 @@ mod tests {
 
     fn of(rest: &str) -> Option<Vec<String>> {
         segments(rest)
+    }
+
+    #[test]
+    fn a_trailing_slash_names_a_directory() {
+        let target = |segments: &[&str], directory| {
+            Some(Target {
+                segments: segments.iter().map(|s| s.to_string()).collect(),
+                directory,
+            })
+        };
+        assert_eq!(super::target(""), target(&[], true));
+        assert_eq!(super::target("/"), target(&[], true));
+        assert_eq!(super::target("/out"), target(&["out"], false));
+        assert_eq!(super::target("/out/"), target(&["out"], true));
+        assert_eq!(super::target("/out/d/"), target(&["out", "d"], true));
+        for refused in ["//", "/out//", "/out/./", "/out/../", "/%2F/"] {
+            assert_eq!(super::target(refused), None, "{refused}");
+        }
     }
 
     #[test]
