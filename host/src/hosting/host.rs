@@ -90,6 +90,19 @@ struct Hosted {
     exited: Option<String>,
 }
 
+/// A name that is no capsule of the host's (a swap's or rollback's
+/// `capsules`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownCapsule(pub String);
+
+impl std::fmt::Display for UnknownCapsule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "there is no capsule named {}", self.0)
+    }
+}
+
+impl std::error::Error for UnknownCapsule {}
+
 /// What a host-wide or partial swap did.
 pub struct HostSwap {
     /// `sha256:<hex>` of the new version's bytes.
@@ -388,7 +401,10 @@ impl Host {
 
     /// The capsules `names` names (every capsule when None); an unknown
     /// name is refused.
-    fn chosen(&self, names: Option<&[String]>) -> Result<Vec<(String, Arc<Capsule>)>, String> {
+    fn chosen(
+        &self,
+        names: Option<&[String]>,
+    ) -> Result<Vec<(String, Arc<Capsule>)>, UnknownCapsule> {
         let capsules = self.capsules.lock().unwrap_or_else(|e| e.into_inner());
         let live =
             |(name, hosted): (&String, &Hosted)| Some((name.clone(), hosted.capsule.clone()?));
@@ -400,7 +416,7 @@ impl Host {
                     capsules
                         .get_key_value(name)
                         .and_then(live)
-                        .ok_or_else(|| format!("there is no capsule named {name}"))
+                        .ok_or_else(|| UnknownCapsule(name.clone()))
                 })
                 .collect(),
         }
@@ -417,7 +433,7 @@ impl Host {
         names: Option<&[String]>,
     ) -> anyhow::Result<HostSwap> {
         let started = Instant::now();
-        let chosen = self.chosen(names).map_err(anyhow::Error::msg)?;
+        let chosen = self.chosen(names)?;
         let door = swap::compile(&self.engine, bytes, &source).await?;
         let compile = started.elapsed();
         let mut swapped = Vec::new();
@@ -456,7 +472,7 @@ impl Host {
 
     /// Makes each chosen capsule's previous door live again; the capsules
     /// rolled back (those with no previous door are not).
-    pub fn rollback(&self, names: Option<&[String]>) -> Result<Vec<String>, String> {
+    pub fn rollback(&self, names: Option<&[String]>) -> Result<Vec<String>, UnknownCapsule> {
         Ok(self
             .chosen(names)?
             .into_iter()
@@ -686,6 +702,11 @@ impl Host {
     /// The engine every capsule runs on.
     pub fn engine(&self) -> &DoorEngine {
         &self.engine
+    }
+
+    /// The bounds every capsule's connections meet.
+    pub fn http_limits(&self) -> &crate::listener::server::HttpLimits {
+        &self.limits.http
     }
 
     /// The largest component a swap reads.

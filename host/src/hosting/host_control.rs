@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
-use crate::hosting::host::Host;
+use crate::hosting::host::{Host, UnknownCapsule};
 use crate::hosting::roster::Entry;
 use crate::versions::control::{self, ControlToken, error, json_response};
 
@@ -59,6 +59,8 @@ pub async fn serve(
             continue;
         };
         let (host, token, base) = (host.clone(), token.clone(), base.clone());
+        // A control client meets the header bound a door's clients meet.
+        let header_timeout = host.http_limits().header_timeout;
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let (host, token, base) = (host.clone(), token.clone(), base.clone());
@@ -66,7 +68,7 @@ pub async fn serve(
             });
             let _ = http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(std::time::Duration::from_secs(30))
+                .header_read_timeout(header_timeout)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
@@ -131,7 +133,7 @@ async fn answer(
                 error(
                     StatusCode::NOT_FOUND,
                     "not_found",
-                    format!("there is no capsule named {name}"),
+                    UnknownCapsule(name.to_string()).to_string(),
                 )
             }
         }
@@ -156,7 +158,7 @@ async fn answer(
                         "tookMs": done.took.as_secs_f64() * 1000.0,
                     }),
                 ),
-                Err(e) if e.to_string().starts_with("there is no capsule named") => {
+                Err(e) if e.is::<UnknownCapsule>() => {
                     error(StatusCode::NOT_FOUND, "not_found", e.to_string())
                 }
                 Err(e) => control::swap_refused(&e, by_path),
@@ -164,7 +166,7 @@ async fn answer(
         }
         ("/rollback", &Method::POST) => match host.rollback(names.as_deref()) {
             Ok(rolled) => json_response(StatusCode::OK, json!({"rolledBack": rolled})),
-            Err(why) => error(StatusCode::NOT_FOUND, "not_found", why),
+            Err(unknown) => error(StatusCode::NOT_FOUND, "not_found", unknown.to_string()),
         },
         ("/capsules" | "/swap" | "/rollback" | "/metrics", _) => {
             control::method_not_allowed(&parts)
