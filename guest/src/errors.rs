@@ -8,6 +8,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
 use crate::extensions;
+use crate::model::TaskError;
 
 const ERROR_INFO: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 const A2A_DOMAIN: &str = "a2a-protocol.org";
@@ -117,6 +118,18 @@ impl RpcError {
             -32603,
             format!("Internal error: the session could not record the stop: {why}"),
         )
+    }
+
+    /// A store refusal on a task the door already named.
+    pub fn from_store(error: TaskError, task_id: &str) -> RpcError {
+        match error {
+            TaskError::NotFound => RpcError::task_not_found(task_id),
+            TaskError::WrongState(state) => RpcError::task_in_state(task_id, state.wire()),
+            TaskError::OtherContext => {
+                RpcError::invalid_params(InvalidParams::WaitsInAnotherContext(task_id))
+            }
+            TaskError::Unavailable(why) => RpcError::session_unavailable(&why),
+        }
     }
 
     /// -32001 TaskNotFoundError.

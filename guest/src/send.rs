@@ -46,10 +46,10 @@ pub fn send_message(
     } else {
         imports
             .wait_settled(caller, &task.id)
-            .map_err(|e| store_error(e, &task.id))?;
+            .map_err(|e| RpcError::from_store(e, &task.id))?;
         imports
             .get(caller, &task.id)
-            .map_err(|e| store_error(e, &task.id))?
+            .map_err(|e| RpcError::from_store(e, &task.id))?
     };
     Ok(answer(id, &message, &task))
 }
@@ -78,7 +78,7 @@ pub fn accept(
                 trust: provenance.trust,
                 forget_session: message.forget_session,
             })
-            .map_err(|e| store_error(e, ""))?,
+            .map_err(|e| RpcError::from_store(e, ""))?,
         Some(task_id) => Started {
             task: imports
                 .reply(caller, task_id, message.context_id.as_deref(), &text)
@@ -130,19 +130,7 @@ fn continue_error(error: TaskError, task_id: &str, context_id: Option<&str>) -> 
             context_id: context_id.unwrap_or_default(),
             task_id,
         }),
-        other => store_error(other, task_id),
-    }
-}
-
-/// A store refusal on a task the door already named.
-pub fn store_error(error: TaskError, task_id: &str) -> RpcError {
-    match error {
-        TaskError::NotFound => RpcError::task_not_found(task_id),
-        TaskError::WrongState(state) => RpcError::task_in_state(task_id, state.wire()),
-        TaskError::OtherContext => {
-            RpcError::invalid_params(InvalidParams::WaitsInAnotherContext(task_id))
-        }
-        TaskError::Unavailable(why) => RpcError::session_unavailable(&why),
+        other => RpcError::from_store(other, task_id),
     }
 }
 

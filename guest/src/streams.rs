@@ -28,7 +28,7 @@ use crate::model::{
     Status, Task, TaskState, Transport,
 };
 use crate::rpc::Id;
-use crate::send::{self, Provenance, store_error};
+use crate::send::{self, Provenance};
 use crate::task::{Keyed, ResidueArtifact, TaskJson, TextArtifact};
 use crate::timestamp::Rfc3339Ms;
 
@@ -135,7 +135,7 @@ pub fn send_streaming_message<I: Imports>(
         Some(
             imports
                 .task_events(caller, &task.id, Some(mark))
-                .map_err(|e| store_error(e, &task.id))?,
+                .map_err(|e| RpcError::from_store(e, &task.id))?,
         )
     };
     let settles = Some((caller.clone(), task.id.clone()));
@@ -168,10 +168,10 @@ pub fn subscribe_to_task<I: Imports>(
     // The reader first, so no event falls between the snapshot and it.
     let reader = imports
         .task_events(caller, task_id, last_event_id(request))
-        .map_err(|e| store_error(e, task_id))?;
+        .map_err(|e| RpcError::from_store(e, task_id))?;
     let task = imports
         .get(caller, task_id)
-        .map_err(|e| store_error(e, task_id))?;
+        .map_err(|e| RpcError::from_store(e, task_id))?;
     let state = task.status.state;
     if state.terminal() {
         return Err(RpcError::subscribes_ended_task(task_id, state.wire()));

@@ -7,7 +7,6 @@ use crate::errors::{InvalidParams, RpcError};
 use crate::imports::Imports;
 use crate::listing;
 use crate::model::{Caller, Page, Task};
-use crate::send::store_error;
 
 /// `params.id`, required: a GetTask or CancelTask without one, or with "".
 fn task_id<'a>(params: &'a Map<String, Value>, method: &str) -> Result<&'a str, RpcError> {
@@ -24,7 +23,9 @@ pub fn get_task(
     caller: &Caller,
 ) -> Result<Task, RpcError> {
     let id = task_id(params, "GetTask")?;
-    imports.get(caller, id).map_err(|e| store_error(e, id))
+    imports
+        .get(caller, id)
+        .map_err(|e| RpcError::from_store(e, id))
 }
 
 /// A live task is answered canceled; one that had ended is left unchanged and
@@ -40,7 +41,7 @@ pub fn cancel_task(
         Err(crate::model::TaskError::WrongState(state)) => {
             Err(RpcError::task_not_cancelable(id, state.wire()))
         }
-        Err(e) => Err(store_error(e, id)),
+        Err(e) => Err(RpcError::from_store(e, id)),
     }
 }
 
@@ -55,7 +56,7 @@ pub fn list_tasks(
     } else {
         imports
             .list(caller, &listing.query)
-            .map_err(|e| store_error(e, ""))?
+            .map_err(|e| RpcError::from_store(e, ""))?
     };
     Ok(listing::Answer { page, listing })
 }
