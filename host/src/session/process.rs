@@ -24,10 +24,16 @@ pub fn ended(status: std::process::ExitStatus) -> String {
 /// Sends SIGKILL to every process of group `pgid`. Refuses the groups that
 /// are not a command's own: 0 and 1 (0 would be this process's group).
 pub fn kill_group(pgid: i32) {
+    signal_group(pgid, libc::SIGKILL);
+}
+
+/// Sends `signal` to every process of group `pgid`, refusing 0 and 1 as
+/// [`kill_group`] does.
+pub fn signal_group(pgid: i32, signal: libc::c_int) {
     if pgid > 1 {
         // SAFETY: killpg takes plain integers and touches no memory.
         unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
+            libc::killpg(pgid, signal);
         }
     }
 }

@@ -160,7 +160,7 @@ pub fn parse(line: &[u8]) -> Result<(String, AgentLine), Refusal> {
     let line = match action {
         "frame" => {
             let kind = text(value)?;
-            let kind = frame_kind(&kind).ok_or_else(|| format!("no frame kind {kind:?}"))?;
+            let kind = FrameKind::named(&kind).ok_or_else(|| format!("no frame kind {kind:?}"))?;
             let body = match object.remove("body") {
                 None => Map::new(),
                 Some(Value::Object(body)) => body,
@@ -228,20 +228,6 @@ fn member_status(object: &mut Map<String, Value>) -> Result<(String, String), Re
         (Some(Value::String(member)), Some(Value::String(status))) => Ok((member, status)),
         _ => Err("a member is {member, status}, both strings".into()),
     }
-}
-
-fn frame_kind(kind: &str) -> Option<FrameKind> {
-    [
-        FrameKind::Text,
-        FrameKind::Thinking,
-        FrameKind::ToolCallStarted,
-        FrameKind::ToolCallProgress,
-        FrameKind::Artifact,
-        FrameKind::Quota,
-        FrameKind::SuggestedPrompt,
-    ]
-    .into_iter()
-    .find(|k| k.as_str() == kind)
 }
 
 /// One line read from the agent.

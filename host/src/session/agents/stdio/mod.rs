@@ -148,6 +148,15 @@ struct State {
     closed: bool,
 }
 
+impl State {
+    /// When the next process may start: [`restart_delay`] after the last
+    /// one ended; now when none has.
+    fn restart_at(&self) -> Instant {
+        self.last_end
+            .map_or_else(Instant::now, |end| end + restart_delay(self.young))
+    }
+}
+
 /// A task the agent holds.
 struct Held {
     task: RunningTask,
@@ -224,14 +233,10 @@ impl Shared {
                 if state.closed {
                     return Err("the session is closing".into());
                 }
-                if state.process.is_none() {
-                    let ready_at = state
-                        .last_end
-                        .map_or_else(Instant::now, |end| end + restart_delay(state.young));
-                    if ready_at <= Instant::now() {
-                        self.start(&mut state)
-                            .map_err(|e| format!("the agent cannot start: {e}"))?;
-                    }
+                let restart_at = state.restart_at();
+                if state.process.is_none() && restart_at <= Instant::now() {
+                    self.start(&mut state)
+                        .map_err(|e| format!("the agent cannot start: {e}"))?;
                 }
                 match &state.process {
                     Some(process) => {
@@ -245,9 +250,7 @@ impl Shared {
                         state.held.insert(id.to_string(), held);
                         return Ok(outbox);
                     }
-                    None => state.last_end.map_or(Duration::ZERO, |end| {
-                        (end + restart_delay(state.young)).saturating_duration_since(Instant::now())
-                    }),
+                    None => restart_at.saturating_duration_since(Instant::now()),
                 }
             };
             tokio::time::sleep(wait).await;
@@ -284,13 +287,11 @@ impl Shared {
         state.last_end = Some(Instant::now());
         state.young = if lived < YOUNG { state.young + 1 } else { 0 };
         let closed = state.closed;
-        let ids: Vec<String> = state
+        let held: Vec<Held> = state
             .held
-            .iter()
-            .filter(|(_, h)| h.generation == generation)
-            .map(|(id, _)| id.clone())
+            .extract_if(|_, h| h.generation == generation)
+            .map(|(_, held)| held)
             .collect();
-        let held: Vec<Held> = ids.iter().filter_map(|id| state.held.remove(id)).collect();
         drop(state);
         tracing::warn!(capsule = %self.capsule, generation, tasks = held.len(), "{why}");
         if !closed {
@@ -315,39 +316,41 @@ impl Shared {
             drop(state);
             return self.ignore(&format!("names {id:?}, no task the agent holds"));
         };
-        let task = held.task.clone();
-        let outcome = match &line {
-            AgentLine::Reply(text) => Some(Outcome::Completed(text.clone())),
-            AgentLine::Fail(text) => Some(Outcome::Failed(text.clone())),
-            AgentLine::NoAnswer(text) => Some(Outcome::NoAnswer(text.clone())),
-            _ => None,
-        };
-        match &line {
-            AgentLine::Reply(_) | AgentLine::Fail(_) | AgentLine::NoAnswer(_) => {
-                if let (Some(held), Some(outcome)) = (state.held.remove(&id), outcome) {
-                    let _ = held.done.send(outcome);
-                }
-                return;
-            }
-            AgentLine::Ask(prompt) => {
-                let wants = held.wants.clone();
+        let (task, wants) = (held.task.clone(), held.wants.clone());
+        let outcome = match line {
+            AgentLine::Reply(text) => Outcome::Completed(text),
+            AgentLine::Fail(text) => Outcome::Failed(text),
+            AgentLine::NoAnswer(text) => Outcome::NoAnswer(text),
+            line => {
                 drop(state);
+                return self.report(line, &task, &wants, outbox);
+            }
+        };
+        // The ending: the task is no longer the agent's.
+        if let Some(held) = state.held.remove(&id) {
+            let _ = held.done.send(outcome);
+        }
+    }
+
+    /// What a line other than an ending asks of `task`, done outside the
+    /// state's lock (the hub may be called).
+    fn report(
+        &self,
+        line: AgentLine,
+        task: &RunningTask,
+        wants: &mpsc::UnboundedSender<Want>,
+        outbox: &Outbox,
+    ) {
+        match line {
+            AgentLine::Ask(prompt) => {
                 // Paused now, in the order of the agent's lines.
-                let reply = task.ask_now(prompt);
+                let reply = task.ask_now(&prompt);
                 let _ = wants.send(Want::Reply(Box::pin(reply)));
-                return;
             }
             AgentLine::Await(delegation) => {
-                let wants = held.wants.clone();
-                drop(state);
-                let awaited = task.expect_delegation(delegation);
-                let _ = wants.send(Want::Completion(delegation.clone(), awaited));
-                return;
+                let awaited = task.expect_delegation(&delegation);
+                let _ = wants.send(Want::Completion(delegation, awaited));
             }
-            _ => {}
-        }
-        drop(state);
-        match line {
             AgentLine::Frame(kind @ (FrameKind::Quota | FrameKind::SuggestedPrompt), _)
                 if !self.process_transport =>
             {
@@ -390,11 +393,8 @@ impl Shared {
                 self.answer(outbox, id, answer);
             }
             AgentLine::DelegationEnded(delegation) => task.delegation_ended(&delegation),
-            AgentLine::Reply(_)
-            | AgentLine::Fail(_)
-            | AgentLine::NoAnswer(_)
-            | AgentLine::Ask(_)
-            | AgentLine::Await(_) => {}
+            // Endings are the caller's.
+            AgentLine::Reply(_) | AgentLine::Fail(_) | AgentLine::NoAnswer(_) => {}
         }
     }
 

@@ -146,12 +146,9 @@ impl Stopping {
             if tokio::time::timeout(wait, ended).await.is_ok() {
                 return;
             }
+            // The group's leader is not reaped until `ended` is set.
             if !*self.ended.borrow() {
-                // SAFETY: killpg takes plain integers and touches no memory;
-                // the group's leader is not reaped until `ended` is set.
-                unsafe {
-                    libc::killpg(self.pgid, signal);
-                }
+                process::signal_group(self.pgid, signal);
             }
         }
         let _ = self.ended.wait_for(|ended| *ended).await;

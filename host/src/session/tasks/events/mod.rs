@@ -136,6 +136,22 @@ pub enum FrameKind {
 }
 
 impl FrameKind {
+    /// Every kind, in the order the card lists them.
+    pub const ALL: [FrameKind; 7] = [
+        FrameKind::Text,
+        FrameKind::Thinking,
+        FrameKind::ToolCallStarted,
+        FrameKind::ToolCallProgress,
+        FrameKind::Artifact,
+        FrameKind::Quota,
+        FrameKind::SuggestedPrompt,
+    ];
+
+    /// The kind the stream extension spells `kind`.
+    pub fn named(kind: &str) -> Option<FrameKind> {
+        FrameKind::ALL.into_iter().find(|k| k.as_str() == kind)
+    }
+
     /// The kind as the stream extension spells it.
     pub fn as_str(self) -> &'static str {
         match self {
