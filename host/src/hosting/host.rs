@@ -247,6 +247,7 @@ impl Host {
         let limits = self.limits;
         let shared = self.shared.clone();
         let metrics = self.metrics.clone();
+        let exits_after_task = entry.manifest.exit_after_task;
         let config = CapsuleConfig {
             entry,
             agent: self.agent.clone(),
@@ -271,7 +272,7 @@ impl Host {
                 if let Some((_, names)) = &by_name {
                     names.insert(&capsule.hostnames, &capsule.server);
                 }
-                if capsule.session.capsule_exits_after_task() {
+                if exits_after_task {
                     let ended = capsule.launch_task_ended();
                     let (host, session) = (Arc::downgrade(self), capsule.session.id().to_string());
                     let name = name.clone();

@@ -38,8 +38,6 @@ pub struct Session {
     pub planes: Planes,
     /// The peer handles minted for this session.
     pub handles: Handles,
-    /// `lifecycle.after_task: exit`.
-    exits_after_task: bool,
 }
 
 impl Session {
@@ -90,7 +88,6 @@ impl Session {
             tasks,
             planes,
             handles: Handles::default(),
-            exits_after_task: manifest.exit_after_task,
         })
     }
 
@@ -99,12 +96,6 @@ impl Session {
     pub fn with_workdir(mut self, workdir: PathBuf) -> Session {
         self.planes.workdir = workdir;
         self
-    }
-
-    /// Whether the capsule exits once its launch's own task has ended
-    /// (`lifecycle.after_task: exit`).
-    pub fn capsule_exits_after_task(&self) -> bool {
-        self.exits_after_task
     }
 
     /// The session id, `ses_…`; `--resume` keeps it.

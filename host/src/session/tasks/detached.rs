@@ -57,14 +57,16 @@ impl Hub {
     }
 
     /// Refuses a command detached for a task that has ended, or in a
-    /// session that is closing.
-    fn may_detach(&self, live: &Live, task_id: &str) -> io::Result<()> {
+    /// session that is closing; otherwise records the task working first
+    /// (a detached command is something its agent reports).
+    fn may_detach(&self, live: &mut Live, task_id: &str) -> io::Result<()> {
         if !live.tasks.contains_key(task_id) {
             return Err(io::Error::other("the task has ended"));
         }
         if self.closing() {
             return Err(io::Error::other("the session is closing"));
         }
+        self.record_working_locked(live, task_id);
         Ok(())
     }
 
@@ -78,8 +80,7 @@ impl Hub {
         command: &str,
     ) -> io::Result<DetachedShell> {
         let mut live = self.lock();
-        self.may_detach(&live, task_id)?;
-        self.record_working_locked(&mut live, task_id);
+        self.may_detach(&mut live, task_id)?;
         let word = first_word(command);
         let item = DetachedShell {
             work_id: ids::work_id(),
@@ -107,8 +108,7 @@ impl Hub {
         command: &str,
     ) -> io::Result<DetachedShell> {
         let mut live = self.lock();
-        self.may_detach(&live, task_id)?;
-        self.record_working_locked(&mut live, task_id);
+        self.may_detach(&mut live, task_id)?;
         let started_at_ms = now_ms();
         let mut child = process::shell(command)
             .stdin(std::process::Stdio::null())
