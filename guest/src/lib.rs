@@ -2,34 +2,26 @@
 //! decided from the request and from what the host's imports answer.
 //!
 //! The logic is plain Rust written against [`Imports`], so it compiles and is
-//! tested natively; `wasm` is the edge that runs it as a component: the
-//! one-call `answer` the host calls (`wasm/answer.rs`), and the
-//! `wasi:http` handler any `wasi:http` host calls.
+//! tested natively. Its folders are layers, bottom to top, each using only
+//! those below it (`host/src/layers.rs` checks it): [`imports`] (what the door
+//! asks the host, and the facts it answers), [`rpc`] (HTTP, JSON-RPC, every
+//! error, A2A-Version, the extensions), [`planes`] (the operator and peer
+//! planes) and [`methods`] (the A2A methods), then [`door`] (the check order,
+//! the card, who may call); [`timestamp`] is the dates below them all.
+//! `wasm` is the edge that runs the door as a component: the one-call
+//! `answer` the host calls (`wasm/answer.rs`), and the `wasi:http` handler
+//! any `wasi:http` host calls (`wasm/http.rs`).
 
-pub mod agent_text;
-pub mod card;
 pub mod door;
-pub mod errors;
-pub mod extensions;
-pub mod http;
 pub mod imports;
-pub mod listing;
-pub mod message;
 pub mod methods;
-pub mod model;
 pub mod planes;
 pub mod rpc;
-pub mod security;
-pub mod send;
-pub mod streams;
-pub mod task;
-pub mod task_methods;
 pub mod timestamp;
-pub mod version;
 
 pub use door::{Reply, handle, handle_unless_unread};
-pub use http::{Request, Response};
 pub use imports::Imports;
+pub use rpc::http::{Request, Response};
 
 #[cfg(target_arch = "wasm32")]
 mod wasm;

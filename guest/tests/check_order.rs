@@ -164,8 +164,8 @@ fn a_failing_store_is_answered_32603() {
 fn only_what_names_the_capsule_asks_for_its_identity() {
     let fake = Fake::new(true);
     let id = fake.hold(
-        Some(murmur_door_guest::model::Credential::Operator),
-        murmur_door_guest::model::TaskState::Completed,
+        Some(murmur_door_guest::imports::model::Credential::Operator),
+        murmur_door_guest::imports::model::TaskState::Completed,
         None,
         Some("done"),
     );

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use arbitrary::{Result, Unstructured};
 use common::FakeHost;
-use murmur_door_guest::model::{Delivery, Event, EventBody, Status, TaskState};
+use murmur_door_guest::imports::model::{Delivery, Event, EventBody, Status, TaskState};
 use murmur_door_guest::{Reply, Request, handle};
 use serde_json::{Map, Value, json};
 
@@ -341,7 +341,7 @@ fn check(
         }
         Reply::Stream(stream) => {
             let mut written = Vec::new();
-            murmur_door_guest::streams::pump(host, stream, &mut |bytes| {
+            murmur_door_guest::methods::streams::pump(host, stream, &mut |bytes| {
                 written.extend_from_slice(bytes);
                 true
             });
@@ -550,7 +550,7 @@ fn plane_workdir() -> std::path::PathBuf {
 fn no_path_resolves_outside_the_exports() {
     let workdir = plane_workdir();
     let host = FakeHost::new(false);
-    *host.exports.borrow_mut() = murmur_door_guest::model::Exports {
+    *host.exports.borrow_mut() = murmur_door_guest::imports::model::Exports {
         files: vec!["out/**".into(), "report.md".into(), "logs/*.txt".into()],
         peer_files: Vec::new(),
         withheld: Vec::new(),
@@ -652,7 +652,7 @@ fn the_exports_come_first_and_withheld_paths_are_never_served() {
     std::fs::write(workdir.join(".murmur-door/control-token"), "SECRET").unwrap();
     std::fs::write(workdir.join("secret.txt"), "exported by **").unwrap();
     let host = FakeHost::new(false);
-    *host.exports.borrow_mut() = murmur_door_guest::model::Exports {
+    *host.exports.borrow_mut() = murmur_door_guest::imports::model::Exports {
         files: vec!["out/**".into(), "**".into()],
         peer_files: Vec::new(),
         withheld: vec![".murmur-door".into()],

@@ -9,7 +9,7 @@ use crate::common;
 use common::{
     FakeHost, a2a_error, answer, assert_refusal, assert_rpc_error, invalid, post, request, rpc,
 };
-use murmur_door_guest::model::TaskAcceptance;
+use murmur_door_guest::imports::model::TaskAcceptance;
 use murmur_door_guest::{Reply, handle};
 use serde_json::{Value, json};
 

@@ -8,7 +8,7 @@ use crate::common;
 
 use base64::Engine;
 use common::{FakeHost, a2a_error, call, invalid};
-use murmur_door_guest::model::{TaskAcceptance, Transport};
+use murmur_door_guest::imports::model::{TaskAcceptance, Transport};
 use serde_json::{Value, json};
 
 const DOOR_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";

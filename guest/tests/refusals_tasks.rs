@@ -7,7 +7,7 @@
 use crate::common;
 
 use common::{FakeHost, a2a_error, call, invalid};
-use murmur_door_guest::model::TaskState;
+use murmur_door_guest::imports::model::TaskState;
 use serde_json::{Value, json};
 
 /// A JSON-RPC request with id 1; the answer, checked to be one JSON body.

@@ -5,8 +5,8 @@
 use crate::common;
 
 use common::{FakeHost, event, post};
-use murmur_door_guest::model::{Delivery, Event, EventBody, Status, TaskState};
-use murmur_door_guest::streams::pump;
+use murmur_door_guest::imports::model::{Delivery, Event, EventBody, Status, TaskState};
+use murmur_door_guest::methods::streams::pump;
 use murmur_door_guest::{Reply, Request, handle};
 use serde_json::{Value, json};
 

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use murmur_door_guest::model as guest;
-use murmur_door_guest::planes::tree::{Preopened, StdDir};
+use murmur_door_guest::imports::model as guest;
+use murmur_door_guest::imports::tree::{Preopened, StdDir};
 use murmur_door_host::cpu;
 use murmur_door_host::engine::{self, Door};
 use murmur_door_host::manifest::Manifest;

@@ -1,22 +1,47 @@
-//! The folders of `src/` are layers: each uses only the ones below it, and
-//! inside a folder each module only the ones below it there. This test
-//! reads the sources and fails on a `crate::` or `super::` path that points
-//! up or sideways, and on a module the README's layer table leaves out.
+//! The folders of a crate's `src/` are layers: each uses only the ones below
+//! it, and inside a folder each module only the ones below it there, at
+//! every depth. This test reads the sources of the host (`host/src`) and of
+//! the door (`guest/src`) and fails on a `crate::` or `super::` path that
+//! points up or sideways, on a module its table leaves out, and on a module
+//! the README's layer tables leave out.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// Bottom to top: each folder of `src/` (or a file standing alone) and its
-/// modules, bottom to top; modules on one line use none of each other, and
-/// a folder's `mod.rs` sits above them all. A folder with no lines is one
-/// module: its files share what its `mod.rs` defines.
-const LAYERS: &[(&str, &[&[&str]])] = &[
-    // The WIT as Rust types and host traits.
-    ("bindings", &[]),
+/// A crate's layers: each folder whose modules are checked, by its path
+/// below `src/` (`""` is `src/` itself, whose `lib.rs` sits above them
+/// all), and its modules bottom to top; modules on one line use none of
+/// each other, and the folder's `mod.rs` sits above them all. A module on a
+/// line may be a folder with lines of its own, checked the same way, to any
+/// depth; a folder with no lines is one module: its files share what its
+/// `mod.rs` defines.
+type Layers = &'static [(&'static str, &'static [&'static [&'static str]])];
+
+/// The host's layers.
+const HOST: Layers = &[
+    // Bottom to top: each folder (or a file standing alone) above the ones
+    // before it.
+    (
+        "",
+        &[
+            // The WIT as Rust types and host traits.
+            &["bindings"],
+            &["manifest"],
+            &["session"],
+            &["imports"],
+            &["sandbox"],
+            &["versions"],
+            &["listener"],
+            &["hosting"],
+        ],
+    ),
     // The manifest, and the planes' exports it names.
     ("manifest", &[&["planes"]]),
     // The domain: process groups, tokens, peer handles, the task store and
-    // hub, the agents, and the session over them.
+    // hub, the agents, and the session over them. `tasks/` and `agents/`
+    // are one module each: their files still import back up (the session's
+    // hub is being split into types of its own), so no lines of theirs are
+    // checked yet.
     (
         "session",
         &[
@@ -89,43 +114,127 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
     ),
 ];
 
-/// A place in the layers: a folder's rank, a module's rank inside it (the
-/// folder's `mod.rs` above every module), and the module's name.
-#[derive(Debug, PartialEq)]
-struct Place {
-    folder: usize,
-    rank: usize,
-    module: String,
-}
+/// The door's layers (`guest/src`).
+const GUEST: Layers = &[
+    // Bottom to top.
+    (
+        "",
+        &[
+            &["imports", "timestamp"],
+            &["rpc"],
+            &["methods", "planes"],
+            &["door"],
+            &["wasm"],
+        ],
+    ),
+    // What the door asks the host: the facts it answers and the workdir it
+    // preopens for a plane, then the trait over them.
+    ("imports", &[&["model", "tree"]]),
+    // The extensions' names and HTTP, every error, A2A-Version; JSON-RPC
+    // framing in the folder's own file.
+    ("rpc", &[&["extensions", "http"], &["errors"], &["version"]]),
+    // The planes: exports and paths, then a file and a directory.
+    ("planes", &[&["exports", "paths"], &["directory", "file"]]),
+    // The A2A methods: the door extension's list and the wire's shapes,
+    // then what reads them, then each method.
+    (
+        "methods",
+        &[
+            &["extension_methods", "message", "task"],
+            &["agent_text", "listing"],
+            &["send", "task_methods"],
+            &["streams"],
+        ],
+    ),
+    // The card and who may call; the check order over them.
+    ("door", &[&["card", "security"]]),
+    // The component's edge (wasm32 only). `convert` is included by `host`
+    // (and by the host's native baseline), not a module of its own.
+    (
+        "wasm",
+        &[
+            &["convert", "files"],
+            &["host"],
+            &["body"],
+            &["answer", "http"],
+        ],
+    ),
+];
 
-/// Where the module at `path` (`["listener", "server", ...]`) sits, or
-/// `None` for a path outside every folder.
-fn place(path: &[String]) -> Option<Place> {
-    let folder = LAYERS
+/// The lines of the folder at `folder` (`"listener"`, `"session/tasks"`),
+/// or `None` for a file or a folder that is one module.
+fn lines_of(layers: Layers, folder: &str) -> Option<&'static [&'static [&'static str]]> {
+    layers
         .iter()
-        .position(|(name, _)| Some(*name) == path.first().map(String::as_str))?;
-    let lines = LAYERS[folder].1;
-    let found = path.get(1).and_then(|module| {
-        let rank = lines
-            .iter()
-            .position(|line| line.contains(&module.as_str()))?;
-        Some((rank, module.clone()))
-    });
-    let (rank, module) = found.unwrap_or((lines.len(), String::new()));
-    Some(Place {
-        folder,
-        rank,
-        module,
-    })
+        .find(|(name, _)| *name == folder)
+        .map(|(_, lines)| *lines)
 }
 
-/// Whether code at `from` may use what is at `to`: a lower folder, or in
-/// its own folder itself or a lower line.
-fn may_use(from: &Place, to: &Place) -> bool {
-    if from.folder != to.folder {
-        return to.folder < from.folder;
+/// One step of a module's place, in one folder: the module's name there
+/// (`""` for the folder's `mod.rs`) and the rank of its line (a `mod.rs`
+/// above every line).
+#[derive(Clone, Debug, PartialEq)]
+struct Step {
+    name: String,
+    rank: usize,
+}
+
+/// Where the module or item at `path` (`["listener", "server", ...]`)
+/// sits: a step in each folder from `src/` down, until a file or a folder
+/// that is one module. A name no line of its folder lists is an item of
+/// that folder's `mod.rs`; a path that ends at a folder with lines is its
+/// `mod.rs`.
+fn place(layers: Layers, path: &[String]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut folder = String::new();
+    for name in path {
+        let Some(lines) = lines_of(layers, &folder) else {
+            return steps;
+        };
+        let Some(rank) = lines.iter().position(|line| line.contains(&name.as_str())) else {
+            steps.push(Step {
+                name: String::new(),
+                rank: lines.len(),
+            });
+            return steps;
+        };
+        steps.push(Step {
+            name: name.clone(),
+            rank,
+        });
+        folder = if folder.is_empty() {
+            name.clone()
+        } else {
+            format!("{folder}/{name}")
+        };
     }
-    to.module == from.module || to.rank < from.rank
+    if let Some(lines) = lines_of(layers, &folder) {
+        steps.push(Step {
+            name: String::new(),
+            rank: lines.len(),
+        });
+    }
+    steps
+}
+
+/// Whether the source file that is the module at `module` has a place of
+/// its own: each folder with lines on its way lists it, or it is the
+/// `mod.rs` of one.
+fn listed(layers: Layers, module: &[String]) -> bool {
+    let steps = place(layers, module);
+    steps
+        .iter()
+        .position(|step| step.name.is_empty())
+        .is_none_or(|at| at == module.len())
+}
+
+/// Whether code at `from` may use what is at `to`: in the first folder
+/// where their places part, a lower line; or the same module.
+fn may_use(from: &[Step], to: &[Step]) -> bool {
+    match from.iter().zip(to).find(|(f, t)| f.name != t.name) {
+        Some((f, t)) => t.rank < f.rank,
+        None => true,
+    }
 }
 
 /// The code of `source` outside `#[cfg(test)]` items and comments.
@@ -154,9 +263,9 @@ fn non_test_code(source: &str) -> String {
     code
 }
 
-/// The paths (a folder, and a module in it when named) that `code`, in the
-/// module at `module` (`["listener", "server"]`), names through `crate::`
-/// or `super::`, grouped imports (`use crate::{a, b::{c, D}}`) included.
+/// The paths that `code`, in the module at `module` (`["listener",
+/// "server"]`), names through `crate::` or `super::`, grouped imports
+/// (`use crate::{a, b::{c, D}}`) included, each as far as it is written.
 fn uses(code: &str, module: &[String]) -> BTreeSet<Vec<String>> {
     let mut found = BTreeSet::new();
     for (at, _) in code.match_indices("crate::") {
@@ -178,13 +287,8 @@ fn uses(code: &str, module: &[String]) -> BTreeSet<Vec<String>> {
     found
 }
 
-/// Adds to `found` the paths `rest` names below `prefix`, up to a folder
-/// and a module.
+/// Adds to `found` the paths `rest` names below `prefix`.
 fn paths(rest: &str, prefix: &[String], found: &mut BTreeSet<Vec<String>>) {
-    if prefix.len() == 2 {
-        found.insert(prefix.to_vec());
-        return;
-    }
     let rest = rest.trim_start();
     if let Some(group) = rest.strip_prefix('{') {
         for item in group_items(group) {
@@ -254,88 +358,129 @@ pub(crate) fn sources(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
 }
 
 /// The module a source file is, from `src/`: `listener/server.rs` is
-/// `["listener", "server"]`, a folder's `mod.rs` the folder.
+/// `["listener", "server"]`, a folder's `mod.rs` the folder, and the crate
+/// root (`lib.rs`, `main.rs`) `[]`.
 fn module_of(relative: &Path) -> Vec<String> {
     let mut path: Vec<String> = relative
         .with_extension("")
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect();
-    if path.last().is_some_and(|last| last == "mod") {
+    if path.last().is_some_and(|last| last == "mod") || path == ["lib"] || path == ["main"] {
         path.pop();
     }
     path
 }
 
-#[test]
-fn each_module_uses_only_the_layers_below_it() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
+/// What is wrong with the sources of `files` (`(path from src/, text)`)
+/// against `layers`: a use that points up or sideways, a file no table
+/// lists, a listed module no file is. `skip` names the modules left out
+/// (this test).
+fn check(layers: Layers, files: &[(String, String)], skip: &[&str]) -> Vec<String> {
     let mut wrong = Vec::new();
     let mut seen = BTreeSet::new();
-    for file in files {
-        let relative = file.strip_prefix(&src).unwrap();
-        let module = module_of(relative);
-        // The crate root, the binary, test files and this test.
-        if [["lib"], ["main"], ["layers"]].iter().any(|m| module == m)
-            || file.file_name().is_some_and(|n| n == "tests.rs")
-        {
+    for (relative, source) in files {
+        let module = module_of(Path::new(relative));
+        if module.len() == 1 && skip.contains(&module[0].as_str()) {
             continue;
         }
-        let Some(from) = place(&module) else {
-            wrong.push(format!("{} is in no layer of LAYERS", relative.display()));
+        if !listed(layers, &module) {
+            wrong.push(format!("{relative} is in no line of its folder"));
             continue;
-        };
-        seen.insert((LAYERS[from.folder].0, from.module.clone()));
-        let code = non_test_code(&std::fs::read_to_string(&file).unwrap());
-        for used in uses(&code, &module) {
-            if !place(&used).is_some_and(|to| may_use(&from, &to)) {
-                wrong.push(format!(
-                    "{} uses crate::{}",
-                    relative.display(),
-                    used.join("::")
-                ));
+        }
+        let from = place(layers, &module);
+        seen.insert(from.iter().map(|s| s.name.clone()).collect::<Vec<_>>());
+        for used in uses(&non_test_code(source), &module) {
+            if !may_use(&from, &place(layers, &used)) {
+                wrong.push(format!("{relative} uses crate::{}", used.join("::")));
             }
         }
     }
-    assert!(wrong.is_empty(), "{wrong:#?}");
-    let listed: BTreeSet<(&str, String)> = LAYERS
-        .iter()
-        .flat_map(|(folder, lines)| {
-            let modules = lines
-                .iter()
-                .flat_map(|line| line.iter())
-                .map(|m| m.to_string());
-            modules.chain([String::new()]).map(move |m| (*folder, m))
-        })
-        .collect();
-    assert_eq!(seen, listed, "LAYERS and the files of src/ differ");
+    // Every listed module, and every listed folder's `mod.rs`, is a file.
+    for (folder, lines) in layers {
+        let at: Vec<String> = folder
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        let modules = lines.iter().flat_map(|line| line.iter());
+        for name in modules.map(|m| m.to_string()).chain([String::new()]) {
+            let mut path = at.clone();
+            path.push(name.clone());
+            if !name.is_empty() && lines_of(layers, &path.join("/")).is_some() {
+                // A folder with lines: its own entry checks it.
+                continue;
+            }
+            if !seen.contains(&path) {
+                wrong.push(format!("{} is listed but no file is", path.join("/")));
+            }
+        }
+    }
+    wrong
 }
 
-/// The README's layer table names every folder and module of LAYERS.
+/// The `.rs` files below `src`, each as its path from `src` and its text.
+fn read_sources(src: &Path) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    files
+        .into_iter()
+        .filter(|file| file.file_name().is_none_or(|n| n != "tests.rs"))
+        .map(|file| {
+            let relative = file.strip_prefix(src).unwrap();
+            let relative = relative.to_string_lossy().replace('\\', "/");
+            (relative, std::fs::read_to_string(&file).unwrap())
+        })
+        .collect()
+}
+
 #[test]
-fn the_readme_names_every_module() {
+fn each_host_module_uses_only_the_layers_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let wrong = check(HOST, &read_sources(&src), &["layers"]);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn each_door_module_uses_only_the_layers_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest/src");
+    let files = read_sources(&src);
+    assert!(files.len() > 20, "{}", src.display());
+    let wrong = check(GUEST, &files, &[]);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Every folder and module of `layers` the README's table under `header`
+/// leaves out.
+fn left_out(layers: Layers, header: &str) -> Vec<&'static str> {
     let readme = include_str!("../../README.md");
     let table: String = readme
         .lines()
-        .skip_while(|line| !line.starts_with("| Layer |"))
+        .skip_while(|line| !line.starts_with(header))
         .take_while(|line| line.starts_with('|'))
         .collect();
-    let missing: Vec<&str> = LAYERS
+    assert!(!table.is_empty(), "the README has no table {header}");
+    layers
         .iter()
-        .flat_map(|(folder, lines)| {
-            [*folder]
-                .into_iter()
-                .chain(lines.iter().flat_map(|l| l.iter().copied()))
-        })
+        .flat_map(|(_, lines)| lines.iter().flat_map(|line| line.iter().copied()))
         .filter(|name| {
             !table.contains(&format!("`{name}`")) && !table.contains(&format!("`{name}/`"))
         })
-        .collect();
+        .collect()
+}
+
+/// The README's layer tables name every folder and module of the tables.
+#[test]
+fn the_readme_names_every_module() {
+    let host = left_out(HOST, "| Layer | Modules (`host/src/`)");
     assert!(
-        missing.is_empty(),
-        "the README's layer table leaves out {missing:?}"
+        host.is_empty(),
+        "the host's layer table leaves out {host:?}"
+    );
+    let guest = left_out(GUEST, "| Layer | Modules (`guest/src/`)");
+    assert!(
+        guest.is_empty(),
+        "the door's layer table leaves out {guest:?}"
     );
 }
 
@@ -346,15 +491,19 @@ fn names(paths: &[&str]) -> BTreeSet<Vec<String>> {
         .collect()
 }
 
+fn path(text: &str) -> Vec<String> {
+    names(&[text]).pop_first().unwrap()
+}
+
 #[test]
 fn a_use_of_a_higher_layer_is_found() {
     let code = non_test_code(
         "use crate::listener::server::Server;\n// crate::versions in a comment\n#[cfg(test)]\nmod tests {\n    use crate::versions::swap;\n}\n",
     );
-    assert_eq!(uses(&code, &[]), names(&["listener::server"]));
-    let from = place(&names(&["sandbox::engine"]).pop_first().unwrap()).unwrap();
-    let to = place(&["listener".to_string(), "server".to_string()]).unwrap();
-    assert!(!may_use(&from, &to) && may_use(&to, &from));
+    assert_eq!(uses(&code, &[]), names(&["listener::server::Server"]));
+    let engine = place(HOST, &path("sandbox::engine"));
+    let server = place(HOST, &path("listener::server::Server"));
+    assert!(!may_use(&engine, &server) && may_use(&server, &engine));
 }
 
 /// A grouped import names each of its modules: no rustfmt setting that
@@ -364,8 +513,9 @@ fn a_grouped_use_names_each_module() {
     let code = "use crate::{\n    listener::{body, server::Server},\n    versions::swap::{self, Doors},\n    bindings,\n};\nuse crate::{};\n";
     let expected = names(&[
         "listener::body",
-        "listener::server",
+        "listener::server::Server",
         "versions::swap",
+        "versions::swap::Doors",
         "bindings",
     ]);
     assert_eq!(uses(code, &[]), expected);
@@ -377,14 +527,90 @@ fn a_grouped_use_names_each_module() {
 fn a_super_path_is_resolved_from_its_module() {
     let module = module_of(Path::new("listener/body.rs"));
     let code = "use super::server::Server;\nuse super::{admission, server};\nuse super::super::hosting::host;\n";
-    let expected = names(&["listener::server", "listener::admission", "hosting::host"]);
+    let expected = names(&[
+        "listener::server::Server",
+        "listener::admission",
+        "listener::server",
+        "hosting::host",
+    ]);
     assert_eq!(uses(code, &module), expected);
-    let body = place(&module).unwrap();
-    let server = place(&names(&["listener::server"]).pop_first().unwrap()).unwrap();
-    let sibling = place(&names(&["listener::admission"]).pop_first().unwrap()).unwrap();
+    let body = place(HOST, &module);
+    let server = place(HOST, &path("listener::server"));
+    let sibling = place(HOST, &path("listener::admission"));
     assert!(!may_use(&body, &server));
     assert!(
         !may_use(&body, &sibling),
         "modules on one line use none of each other"
+    );
+}
+
+/// A table three folders deep, and sources that keep to it.
+const DEEP: Layers = &[
+    ("", &[&["low"], &["high"]]),
+    ("high", &[&["base"], &["inner"], &["top"]]),
+    ("high/inner", &[&["a", "b"], &["c"]]),
+];
+
+fn deep_sources(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut files = vec![
+        ("lib.rs", "pub mod low;\npub mod high;\n"),
+        ("low.rs", ""),
+        ("high/mod.rs", "use crate::high::inner::c;\n"),
+        ("high/base.rs", "use crate::low;\n"),
+        ("high/inner/mod.rs", "use self::c::C;\n"),
+        ("high/inner/a.rs", "use crate::high::base;\n"),
+        ("high/inner/b.rs", "use super::super::base::B;\n"),
+        (
+            "high/inner/c.rs",
+            "use super::{a, b::B};\nuse crate::low;\n",
+        ),
+        ("high/top.rs", "use super::inner::c::C;\n"),
+    ];
+    files.extend_from_slice(extra);
+    files
+        .iter()
+        .map(|(path, code)| (path.to_string(), code.to_string()))
+        .collect()
+}
+
+/// The checker holds at every depth: sources that keep to a table three
+/// folders deep pass, and one import back up or sideways at the deepest
+/// folder fails, whether through `crate::` or `super::`, as does a file
+/// its folder's lines leave out.
+#[test]
+fn an_import_back_up_is_found_at_any_depth() {
+    assert_eq!(check(DEEP, &deep_sources(&[]), &[]), Vec::<String>::new());
+    let with = |path: &str, code: &str| {
+        let mut files = deep_sources(&[]);
+        files.retain(|(p, _)| p != path);
+        files.push((path.to_string(), code.to_string()));
+        check(DEEP, &files, &[])
+    };
+    // A module of `high/inner` using a higher line there, a sibling on its
+    // line, its folder's `mod.rs`, and a folder above it.
+    for (path, code) in [
+        ("high/inner/a.rs", "use crate::high::inner::c::C;\n"),
+        ("high/inner/a.rs", "use super::b;\n"),
+        ("high/inner/b.rs", "use super::C;\n"),
+        ("high/inner/c.rs", "use super::super::top;\n"),
+        ("high/inner/c.rs", "use crate::high::{base, top::T};\n"),
+        ("high/base.rs", "use crate::high::inner::a;\n"),
+        ("low.rs", "use crate::high::inner::a::A;\n"),
+    ] {
+        let wrong = with(path, code);
+        assert!(
+            wrong
+                .iter()
+                .any(|w| w.starts_with(&format!("{path} uses crate::"))),
+            "{path}: {code} {wrong:?}"
+        );
+    }
+    let unlisted = check(DEEP, &deep_sources(&[("high/inner/d.rs", "")]), &[]);
+    assert_eq!(unlisted, ["high/inner/d.rs is in no line of its folder"]);
+    let mut missing = deep_sources(&[]);
+    missing.retain(|(p, _)| p != "high/inner/b.rs");
+    assert_eq!(
+        check(DEEP, &missing, &[]),
+        ["high/inner/b is listed but no file is"]
     );
 }

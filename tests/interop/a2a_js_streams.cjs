@@ -19,12 +19,13 @@
 //    its later events through the response artifact and
 //    TASK_STATE_COMPLETED, arriving live (the opening well before the end).
 // 3. sendMessageStream `ask Which branch?`: the turn ends at
-//    TASK_STATE_INPUT_REQUIRED after the prompt artifact (guest/src/streams.rs:
-//    a SendStreamingMessage turn ends at the pause). A resubscribeTask opened
-//    on the waiting task stays open; sendMessageStream of the reply naming the
-//    task opens with the task in TASK_STATE_WORKING and streams through the
-//    response artifact and TASK_STATE_COMPLETED; the subscription carries the
-//    same numbered events and ends there too.
+//    TASK_STATE_INPUT_REQUIRED after the prompt artifact
+//    (guest/src/methods/streams.rs: a SendStreamingMessage turn ends at the
+//    pause). A resubscribeTask opened on the waiting task stays open;
+//    sendMessageStream of the reply naming the task opens with the task in
+//    TASK_STATE_WORKING and streams through the response artifact and
+//    TASK_STATE_COMPLETED; the subscription carries the same numbered events
+//    and ends there too.
 // 4. The refusals a stream answers as one JSON body, thrown by the client as
 //    its A2A errors: resubscribeTask of an ended task (-32004, taskId and
 //    state), of a task never held (-32001), and sendMessageStream of a reply

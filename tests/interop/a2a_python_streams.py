@@ -19,8 +19,9 @@ the SDK would:
    through the response artifact and TASK_STATE_COMPLETED, arriving live
    (the opening well before the end).
 3. send_message streaming `ask Which branch?`: the turn ends at
-   TASK_STATE_INPUT_REQUIRED after the prompt artifact (guest/src/streams.rs:
-   a SendStreamingMessage turn ends at the pause). A subscription opened on the waiting task stays open; the streaming
+   TASK_STATE_INPUT_REQUIRED after the prompt artifact
+   (guest/src/methods/streams.rs: a SendStreamingMessage turn ends at the
+   pause). A subscription opened on the waiting task stays open; the streaming
    reply naming the task opens with the task in TASK_STATE_WORKING and streams
    through the response artifact and TASK_STATE_COMPLETED; the subscription
    carries the same numbered events and ends there too.

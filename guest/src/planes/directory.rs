@@ -9,9 +9,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Map, Value, json};
 
 use super::exports::ExportSet;
-use super::tree::{self, Dir, Kind, Preopened, Resolved};
-use crate::errors::Refusal;
-use crate::http::Response;
+use crate::imports::tree::{self, Dir, Kind, Preopened, Resolved};
+use crate::rpc::errors::Refusal;
+use crate::rpc::http::Response;
 use crate::timestamp::Rfc3339Ms;
 
 /// Entries a page holds when `pageSize` is absent, and at most.

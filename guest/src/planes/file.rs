@@ -1,9 +1,9 @@
 //! A served file's answer: its headers, a 304 for a current copy, one
 //! range (206), or the whole file (RFC 9110 sections 8.8, 13 and 14).
 
-use super::tree::{Entry, Modified};
-use crate::errors::Refusal;
-use crate::http::{self, Request, Response, Reuse};
+use crate::imports::tree::Entry;
+use crate::rpc::errors::Refusal;
+use crate::rpc::http::{self, FileRead, Request, Response, Reuse};
 use crate::timestamp;
 
 /// What a GET of a file sends after its head: `len` bytes of the file at
@@ -22,34 +22,6 @@ pub struct FileBody {
     /// time its bytes are sent: `file_not_found`, or the peer plane's one
     /// `handle_not_found`.
     pub missing: Refusal,
-}
-
-/// The file an answer was made of, as the door read it: the path as
-/// requested (workdir-relative, reached with no link) and what its head
-/// depends on, its size and last change. An answer made of it is the same
-/// while that path reaches a file of that size and last change
-/// (`murmur:door/answer`'s `reusable-file`): its head says nothing else of
-/// the file, and its bytes are read when sent.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileRead {
-    pub path: Vec<String>,
-    pub size: u64,
-    pub modified: Modified,
-}
-
-impl FileRead {
-    /// What an answer to `requested` made of `entry`, found at `resolved`,
-    /// depends on; None when it cannot be declared reusable: a link was
-    /// followed on the way (the answer would depend on where it points), or
-    /// the file system keeps no time of its last change.
-    pub fn of(requested: &[String], resolved: &[String], entry: &Entry) -> Option<FileRead> {
-        (requested == resolved).then_some(())?;
-        Some(FileRead {
-            path: resolved.to_vec(),
-            size: entry.size,
-            modified: entry.modified?,
-        })
-    }
 }
 
 /// A file's answer: whole (a HEAD, a 304, an empty file), or its bytes.
@@ -206,7 +178,7 @@ fn range(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planes::tree::{Kind, Modified};
+    use crate::imports::tree::{Kind, Modified};
 
     const ENTRY: Entry = Entry {
         kind: Kind::File,

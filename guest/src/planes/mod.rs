@@ -11,16 +11,15 @@ pub mod directory;
 pub mod exports;
 pub mod file;
 pub mod paths;
-pub mod tree;
 
-pub use file::{FileBody, FileRead};
+pub use file::FileBody;
 
-use crate::errors::Refusal;
-use crate::http::{Request, Response};
 use crate::imports::Imports;
+use crate::imports::tree::{self, Kind};
+use crate::rpc::errors::Refusal;
+use crate::rpc::http::{FileRead, Request, Response};
 use exports::ExportSet;
 use file::FileAnswer;
-use tree::Kind;
 
 pub const FILES_PLANE: &str = "/resources/files";
 pub const PEER_PLANE: &str = "/resources/peer";

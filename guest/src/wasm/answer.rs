@@ -12,8 +12,8 @@ use super::host::exports::murmur::door::framing;
 use super::host::murmur::door::events;
 use super::host::murmur::door::{request_body, response_stream};
 use super::host::{Host, export};
-use crate::http::Reuse;
-use crate::{Reply, Request};
+use crate::door::{self, Reply};
+use crate::rpc::http::{self, Request, Reuse};
 
 struct OneCall;
 
@@ -27,12 +27,12 @@ impl Guest for OneCall {
             .map(|line| (line.name_len, line.value_len))
             .collect();
         let request = Request::from_fields(head.method, head.path_with_query, head.fields, lines);
-        match crate::handle_unless_unread(&Host, &request, request_body::read) {
+        match door::handle_unless_unread(&Host, &request, request_body::read) {
             Reply::Whole(response) => whole(response),
             Reply::Unread => Wire::Unread,
             Reply::Stream(mut stream) => {
                 let headers = std::mem::take(&mut stream.headers);
-                super::pump(stream, response_stream::open(200, &headers));
+                super::body::pump(stream, response_stream::open(200, &headers));
                 Wire::Streamed
             }
             // The host opens the file, beneath the workdir and following
@@ -46,7 +46,7 @@ impl Guest for OneCall {
                     file.offset,
                     file.len,
                 ) {
-                    return whole(crate::door::refusal(&file.missing));
+                    return whole(door::refusal(&file.missing));
                 }
                 match file.read {
                     Some(read) => Wire::ReusableFile(ReusableFile {
@@ -60,7 +60,7 @@ impl Guest for OneCall {
     }
 }
 
-fn whole(response: crate::Response) -> Wire {
+fn whole(response: http::Response) -> Wire {
     let reuse = response.reuse;
     let response = Response {
         status: response.status,
@@ -82,7 +82,7 @@ fn whole(response: crate::Response) -> Wire {
     }
 }
 
-fn file_read(read: crate::planes::FileRead) -> FileRead {
+fn file_read(read: http::FileRead) -> FileRead {
     FileRead {
         path: read.path,
         size: read.size,

@@ -11,7 +11,7 @@ use wasip2::filesystem::types::{
     Descriptor, DescriptorFlags, DescriptorType, OpenFlags, PathFlags,
 };
 
-use crate::planes::tree::{Dir, Entry, Kind, Modified, Preopened};
+use crate::imports::tree::{Dir, Entry, Kind, Modified, Preopened};
 
 /// The directories the host preopened for this request.
 pub(super) fn preopened() -> Preopened<Descriptor> {

@@ -6,14 +6,14 @@
 
 use std::fmt::Write;
 
-use crate::Imports;
-use crate::model::{
+use crate::imports::Imports;
+use crate::imports::model::{
     Caller, Capsule, CompletionRefusal, Credential, Cursor, Delivery, Event, EventBody, Exports,
     Framed, Grant, Identity, ImageLimits, ListQuery, MemberStatus, NewTask, Next, Origin, Page,
     PassOn, Redeemed, ResidueItem, RunningCommand, Scope, Started, Status, StopReport, Task,
     TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
 };
-use crate::planes::tree::Preopened;
+use crate::imports::tree::Preopened;
 
 wit_bindgen::generate!({
     path: "../wit",
@@ -190,12 +190,12 @@ impl Imports for Host {
 }
 
 /// Frames `event` for the streams of this door version (see
-/// [`crate::streams::frame_event`]).
+/// [`crate::methods::streams::frame_event`]).
 pub(super) fn frame(event: events::Event) -> events::Framed {
     let Delivery::Event(event) = from_delivery(events::Delivery::Event(event)) else {
         unreachable!("an event converts to an event")
     };
-    let framed = crate::streams::frame_event(&Host, event);
+    let framed = crate::methods::streams::frame_event(&Host, event);
     events::Framed {
         id: framed.id,
         state: framed.state.map(to_store_state),

@@ -5,12 +5,12 @@ use std::cell::{Cell, RefCell};
 
 use std::collections::VecDeque;
 
-use murmur_door_guest::model::{
+use murmur_door_guest::imports::model::{
     Caller, Capsule, CompletionRefusal, Credential, Delivery, Event, Exports, Framed, Grant,
     Identity, ImageLimits, ListQuery, NewTask, Next, Page, PassOn, Redeemed, Scope, Started,
     Status, StopReport, Task, TaskAcceptance, TaskError, TaskMetadata, TaskState, Transport,
 };
-use murmur_door_guest::planes::tree::{Preopened, StdDir};
+use murmur_door_guest::imports::tree::{Preopened, StdDir};
 use murmur_door_guest::{Imports, Request, Response};
 use serde_json::Value;
 
@@ -462,7 +462,11 @@ pub fn call(host: &FakeHost, headers: &[(&str, &str)], body: &str) -> (Response,
 }
 
 /// An event of the log.
-pub fn event(id: u64, task_id: &str, body: murmur_door_guest::model::EventBody) -> Delivery {
+pub fn event(
+    id: u64,
+    task_id: &str,
+    body: murmur_door_guest::imports::model::EventBody,
+) -> Delivery {
     Delivery::Event(Event {
         id,
         task_id: task_id.into(),

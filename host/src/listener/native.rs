@@ -13,8 +13,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Frame;
 use hyper::{Request, Response};
-use murmur_door_guest::model::*;
-use murmur_door_guest::planes::tree::{Preopened, StdDir};
+use murmur_door_guest::imports::model::*;
+use murmur_door_guest::imports::tree::{Preopened, StdDir};
 use murmur_door_guest::{Imports, Reply};
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi_http::Error;
@@ -78,7 +78,7 @@ pub async fn answer(session: Arc<Session>, request: Request<Bytes>) -> Response<
             // A stream waits for events for as long as it is open: a
             // thread of the blocking pool each.
             tokio::task::spawn_blocking(move || {
-                murmur_door_guest::streams::pump(&imports, stream, &mut |bytes| {
+                murmur_door_guest::methods::streams::pump(&imports, stream, &mut |bytes| {
                     frames.blocking_send(Bytes::copy_from_slice(bytes)).is_ok()
                 });
             });

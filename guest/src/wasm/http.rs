@@ -1,11 +1,5 @@
 //! The `wasi:http` edge: turns the incoming request into a [`Request`], runs
-//! the door, and writes its [`Response`]. The host's imports it runs the door
-//! against are adapted to [`Imports`](crate::Imports) in [`host`]; [`answer`]
-//! is the edge that answers a whole request in one call.
-
-mod answer;
-mod files;
-mod host;
+//! the door, and writes its [`Response`].
 
 use wasip2::http::types::{
     ErrorCode, Fields, IncomingRequest, Method as HttpMethod, OutgoingBody, OutgoingResponse,
@@ -13,8 +7,11 @@ use wasip2::http::types::{
 };
 use wasip2::io::streams::{OutputStream, StreamError};
 
-use crate::{Reply, Request, Response};
-use host::Host;
+use super::body::{pump, write_all};
+use super::files;
+use super::host::Host;
+use crate::door::{self, Reply};
+use crate::rpc::http::{Request, Response};
 
 struct Door;
 
@@ -30,7 +27,7 @@ impl wasip2::exports::http::incoming_handler::Guest for Door {
         let declared = head
             .header("content-length")
             .and_then(|n| n.parse::<usize>().ok());
-        match crate::handle_unless_unread(&Host, &head, || read_body(&request, declared)) {
+        match door::handle_unless_unread(&Host, &head, || read_body(&request, declared)) {
             Reply::Whole(response) => write(out, response),
             Reply::Unread => ResponseOutparam::set(
                 out,
@@ -57,10 +54,10 @@ impl wasip2::exports::http::incoming_handler::Guest for Door {
 /// it cut, not complete.
 fn send_file(out: ResponseOutparam, file: crate::planes::FileBody) {
     let Some(descriptor) = files::open(&file.path) else {
-        return write(out, crate::door::refusal(&file.missing));
+        return write(out, door::refusal(&file.missing));
     };
     let Ok(input) = descriptor.read_via_stream(file.offset) else {
-        return write(out, crate::door::refusal(&file.missing));
+        return write(out, door::refusal(&file.missing));
     };
     let Some((body, sink)) = open(out, file.head.status, file.head.headers) else {
         return;
@@ -80,18 +77,6 @@ fn send_file(out: ResponseOutparam, file: crate::planes::FileBody) {
 
 /// Bytes one splice of a served file moves at most.
 const SPLICE_BYTES: u64 = 64 * 1024;
-
-/// Writes a stream's events to `sink` until the stream ends.
-fn pump(stream: crate::streams::Stream<host::Reader>, sink: OutputStream) {
-    // Shared with the stream's reader, which hands it to the host to pass
-    // framed events on; both are gone when the pump returns, before the
-    // body ends.
-    let sink = std::rc::Rc::new(sink);
-    if let Some(reader) = stream.reader() {
-        reader.pass_on_to(sink.clone());
-    }
-    crate::streams::pump(&Host, stream, &mut |bytes| write_all(&sink, bytes));
-}
 
 fn method_name(method: HttpMethod) -> String {
     match method {
@@ -177,12 +162,4 @@ fn open(
     ResponseOutparam::set(out, Ok(outgoing));
     let sink = body.write().ok()?;
     Some((body, sink))
-}
-
-/// Writes every byte; false once the client has left.
-fn write_all(sink: &OutputStream, bytes: &[u8]) -> bool {
-    // blocking-write-and-flush takes at most 4096 bytes a call.
-    bytes
-        .chunks(4096)
-        .all(|chunk| sink.blocking_write_and_flush(chunk).is_ok())
 }

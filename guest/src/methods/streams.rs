@@ -19,17 +19,17 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
-use crate::errors::{InvalidParams, RpcError};
-use crate::extensions;
-use crate::http::Request;
 use crate::imports::Imports;
-use crate::model::{
+use crate::imports::model::{
     Caller, Capsule, Delivery, Event, EventBody, Framed, Next, PassOn, ResidueItem, Started,
     Status, Task, TaskState, Transport,
 };
+use crate::methods::send::{self, Provenance};
+use crate::methods::task::{Keyed, ResidueArtifact, TaskJson, TextArtifact};
 use crate::rpc::Id;
-use crate::send::{self, Provenance};
-use crate::task::{Keyed, ResidueArtifact, TaskJson, TextArtifact};
+use crate::rpc::errors::{InvalidParams, RpcError};
+use crate::rpc::extensions;
+use crate::rpc::http::Request;
 use crate::timestamp::Rfc3339Ms;
 
 /// An idle stream writes a comment this often so proxies keep it open.

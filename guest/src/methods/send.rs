@@ -4,17 +4,17 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::agent_text;
-use crate::errors::{InvalidParams, RpcError};
-use crate::extensions;
-use crate::http::Response;
 use crate::imports::Imports;
-use crate::message::{self, Message};
-use crate::model::{
+use crate::imports::model::{
     Caller, Capsule, CompletionRefusal, NewTask, Origin, Started, Task, TaskError, TaskState,
 };
+use crate::methods::agent_text;
+use crate::methods::message::{self, Message};
+use crate::methods::task::{Keyed, TaskJson};
+use crate::rpc::errors::{InvalidParams, RpcError};
+use crate::rpc::extensions;
+use crate::rpc::http::Response;
 use crate::rpc::{self, Id};
-use crate::task::{Keyed, TaskJson};
 
 /// Where the request came from, as its runtime headers say.
 pub struct Provenance {

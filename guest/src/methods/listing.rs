@@ -5,9 +5,9 @@ use base64::Engine;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use crate::errors::{InvalidParams, RpcError};
-use crate::model::{Cursor, ListQuery, Page, TaskState};
-use crate::task::{Artifacts, Seq, TaskJson};
+use crate::imports::model::{Cursor, ListQuery, Page, TaskState};
+use crate::methods::task::{Artifacts, Seq, TaskJson};
+use crate::rpc::errors::{InvalidParams, RpcError};
 use crate::timestamp;
 
 pub const DEFAULT_PAGE_SIZE: u32 = 50;

@@ -1,10 +1,10 @@
 //! Who may call the door ("Security", "Tokens"): the token at step 2, peer
 //! consent at step 3 and the method's scope at step 11.
 
-use crate::errors::{self, Refusal};
-use crate::http::Request;
 use crate::imports::Imports;
-use crate::model::{Capsule, Grant, Scope};
+use crate::imports::model::{Capsule, Grant, Scope};
+use crate::rpc::errors::{self, Refusal};
+use crate::rpc::http::Request;
 
 /// The runtime header naming where a request comes from.
 pub const TASK_ORIGIN: &str = "x-murmur-task-origin";

@@ -1,12 +1,20 @@
-//! JSON-RPC 2.0 framing ("JSON-RPC request"): reading a request at steps 6
-//! and 7, and writing the response envelope.
+//! What every answer of the door is made of: the HTTP request and response
+//! ([`http`]), the extensions murmur declares ([`extensions`]), every error
+//! ([`errors`]), the A2A-Version header ([`version`]), and here JSON-RPC 2.0
+//! framing ("JSON-RPC request"): reading a request at steps 6 and 7, and
+//! writing the response envelope.
+
+pub mod errors;
+pub mod extensions;
+pub mod http;
+pub mod version;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
-use crate::errors::RpcError;
-use crate::http::{IdAt, Response, Reuse};
+use crate::rpc::errors::RpcError;
+use crate::rpc::http::{IdAt, Response, Reuse};
 
 /// A request id: a string or an integer, echoed exactly as sent.
 pub type Id = Value;

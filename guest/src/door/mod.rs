@@ -1,23 +1,27 @@
 //! The door's check order ("What the door answers"): one function that reads
-//! like the reference's list, each step a named call.
+//! like the reference's list, each step a named call. Beside it, the Agent
+//! Card ([`card`]) and who may call the door ([`security`]).
+
+pub mod card;
+pub mod security;
 
 use serde_json::{Map, Value, json};
 
-use crate::card::{self, CardKind};
-use crate::errors::{InvalidParams, Refusal, RpcError};
-use crate::extensions;
-use crate::http::{Request, Response};
+use crate::door::card::CardKind;
+use crate::door::security::{TASK_ORIGIN, TASK_TRUST};
 use crate::imports::Imports;
-use crate::methods::Method;
-use crate::model::{Caller, Capsule, CompletionRefusal, Origin, ResidueItem, Scope};
+use crate::imports::model::{Caller, Capsule, CompletionRefusal, Origin, ResidueItem, Scope};
+use crate::methods::extension_methods::Method;
+use crate::methods::send::{self, Provenance};
+use crate::methods::streams::{self, Stream};
+use crate::methods::task::TaskJson;
+use crate::methods::task_methods;
 use crate::planes::{self, FILES_PLANE, FileBody, PEER_PLANE, Served, on_plane};
+use crate::rpc::errors::{self, InvalidParams, RpcError};
+use crate::rpc::extensions;
+use crate::rpc::http::{Request, Response};
+use crate::rpc::version;
 use crate::rpc::{self, Id};
-use crate::security::{self, TASK_ORIGIN, TASK_TRUST};
-use crate::send::{self, Provenance};
-use crate::streams::{self, Stream};
-use crate::task::TaskJson;
-use crate::task_methods;
-use crate::version;
 
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
@@ -63,20 +67,20 @@ pub fn handle_unless_unread<I: Imports>(
     let capsule = imports.capsule();
     match check(imports, &capsule, request, read_body) {
         Ok(reply) => reply,
-        Err(Answer::Refusal(refusal)) => Reply::Whole(refused(&refusal, imports)),
-        Err(Answer::Rpc(id, error)) => Reply::Whole(rpc::error(&id, &error)),
+        Err(Refusal::Http(refusal)) => Reply::Whole(refused(&refusal, imports)),
+        Err(Refusal::Rpc(id, error)) => Reply::Whole(rpc::error(&id, &error)),
     }
 }
 
-/// How a request is turned away: an HTTP refusal, or a JSON-RPC error.
-enum Answer {
-    Refusal(Refusal),
+/// How a request is refused: an HTTP refusal, or a JSON-RPC error.
+enum Refusal {
+    Http(errors::Refusal),
     Rpc(Id, RpcError),
 }
 
-impl From<Refusal> for Answer {
-    fn from(refusal: Refusal) -> Answer {
-        Answer::Refusal(refusal)
+impl From<errors::Refusal> for Refusal {
+    fn from(refusal: errors::Refusal) -> Refusal {
+        Refusal::Http(refusal)
     }
 }
 
@@ -85,7 +89,7 @@ fn check<I: Imports>(
     capsule: &Capsule,
     request: &Request,
     read_body: impl FnOnce() -> Option<Vec<u8>>,
-) -> Result<Reply<I::Reader>, Answer> {
+) -> Result<Reply<I::Reader>, Refusal> {
     // 1. The card and the peer plane need no door token.
     if request.method == "GET" && request.path() == CARD_PATH {
         let card = card::public_card(request, capsule, &imports.identity());
@@ -93,7 +97,7 @@ fn check<I: Imports>(
     }
     if on_plane(request.path(), PEER_PLANE) {
         if !capsule.peer_files_plane {
-            return Err(Refusal::PlaneNotDeclared("peer_files").into());
+            return Err(errors::Refusal::PlaneNotDeclared("peer_files").into());
         }
         return Ok(served(planes::peer(imports, request)?));
     }
@@ -105,26 +109,26 @@ fn check<I: Imports>(
     if on_plane(request.path(), FILES_PLANE) {
         security::require_scope(grant.as_ref(), Scope::ResourcesFiles)?;
         if !capsule.files_plane {
-            return Err(Refusal::PlaneNotDeclared("files").into());
+            return Err(errors::Refusal::PlaneNotDeclared("files").into());
         }
         return Ok(served(planes::files(imports, request)?));
     }
     // 5. Anything but a POST / with content-type: application/json and a body.
     if !(request.method == "POST" && request.path() == "/" && is_json(request)) {
-        return Err(Refusal::NotFound.into());
+        return Err(errors::Refusal::NotFound.into());
     }
     let Some(body) = read_body() else {
         return Ok(Reply::Unread);
     };
     if body.is_empty() {
-        return Err(Refusal::NotFound.into());
+        return Err(errors::Refusal::NotFound.into());
     }
     // 6. and 7. A JSON body, then a JSON-RPC 2.0 request.
-    let mut rpc = rpc::parse(&body).map_err(|(id, error)| Answer::Rpc(id, error))?;
+    let mut rpc = rpc::parse(&body).map_err(|(id, error)| Refusal::Rpc(id, error))?;
     // The parsed request holds what the door needs; a door's memory is
     // bounded, and the body may be most of it.
     drop(body);
-    let fail = |error: RpcError| Answer::Rpc(rpc.id.clone(), error);
+    let fail = |error: RpcError| Refusal::Rpc(rpc.id.clone(), error);
     // 8. The A2A-Version header.
     version::check(request).map_err(fail)?;
     // 9. A completion addressed to another session.
@@ -362,7 +366,7 @@ fn residue_item(item: &ResidueItem) -> Value {
 
 /// An HTTP refusal: `{"error", "message"}` and, on the token and scope
 /// refusals, `www-authenticate`.
-fn refused<I: Imports>(refusal: &Refusal, imports: &I) -> Response {
+fn refused<I: Imports>(refusal: &errors::Refusal, imports: &I) -> Response {
     let mut response = refusal_body(refusal);
     if let Some(challenge) = refusal.www_authenticate(|| imports.identity().name) {
         response = response.with_header("www-authenticate", challenge);
@@ -371,12 +375,12 @@ fn refused<I: Imports>(refusal: &Refusal, imports: &I) -> Response {
 }
 
 /// A refusal that names no realm: its status, body and headers.
-pub fn refusal(refusal: &Refusal) -> Response {
+pub fn refusal(refusal: &errors::Refusal) -> Response {
     debug_assert!(refusal.www_authenticate(String::new).is_none());
     refusal_body(refusal)
 }
 
-fn refusal_body(refusal: &Refusal) -> Response {
+fn refusal_body(refusal: &errors::Refusal) -> Response {
     let body = json!({"error": refusal.code(), "message": refusal.message()});
     let response = Response::json(refusal.status(), &body);
     match refusal.headers() {

@@ -7,7 +7,9 @@
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::model::{MemberStatus, ResidueItem, RunningCommand, Task, TaskMetadata, TaskState};
+use crate::imports::model::{
+    MemberStatus, ResidueItem, RunningCommand, Task, TaskMetadata, TaskState,
+};
 use crate::timestamp::Rfc3339Ms;
 
 /// Which artifacts a rendering carries.
@@ -321,7 +323,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Status;
+    use crate::imports::model::Status;
     use serde_json::{Value, json};
 
     /// The task as GetTask (or ListTasks) renders it, as a JSON value.

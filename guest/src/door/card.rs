@@ -3,10 +3,10 @@
 
 use serde::Serialize;
 
-use crate::extensions;
-use crate::http::{self, Request, Response};
-use crate::methods::Method;
-use crate::model::{Capsule, Identity, Transport};
+use crate::imports::model::{Capsule, Identity, Transport};
+use crate::methods::extension_methods::Method;
+use crate::rpc::extensions;
+use crate::rpc::http::{self, Request, Response};
 use crate::timestamp;
 
 /// How long a client may reuse the public card before it asks again

@@ -7,8 +7,8 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
-use crate::extensions;
-use crate::model::TaskError;
+use crate::imports::model::TaskError;
+use crate::rpc::extensions;
 
 const ERROR_INFO: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 const A2A_DOMAIN: &str = "a2a-protocol.org";

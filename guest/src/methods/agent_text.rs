@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use crate::message::Part;
-use crate::model::{Task, TaskState};
+use crate::imports::model::{Task, TaskState};
+use crate::methods::message::Part;
 
 /// The parts as the agent reads them.
 pub fn parts(parts: &[Part]) -> String {
@@ -106,7 +106,7 @@ pub fn compose(parts_text: &str, referenced: &[Referenced]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Status, TaskMetadata};
+    use crate::imports::model::{Status, TaskMetadata};
     use serde_json::json;
 
     // "Parts": the reference's example, fence and all.

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-pub use crate::planes::file::FileRead;
+use crate::imports::tree::{Entry, Modified};
 
 /// A request's head. The body is read separately, and only once the check
 /// order reaches it.
@@ -127,6 +127,34 @@ pub enum Reuse {
     Id(IdAt),
     /// A file, as the door read it (a HEAD's or a 304's answer).
     File(FileRead),
+}
+
+/// The file an answer was made of, as the door read it: the path as
+/// requested (workdir-relative, reached with no link) and what its head
+/// depends on, its size and last change. An answer made of it is the same
+/// while that path reaches a file of that size and last change
+/// (`murmur:door/answer`'s `reusable-file`): its head says nothing else of
+/// the file, and its bytes are read when sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRead {
+    pub path: Vec<String>,
+    pub size: u64,
+    pub modified: Modified,
+}
+
+impl FileRead {
+    /// What an answer to `requested` made of `entry`, found at `resolved`,
+    /// depends on; None when it cannot be declared reusable: a link was
+    /// followed on the way (the answer would depend on where it points), or
+    /// the file system keeps no time of its last change.
+    pub fn of(requested: &[String], resolved: &[String], entry: &Entry) -> Option<FileRead> {
+        (requested == resolved).then_some(())?;
+        Some(FileRead {
+            path: resolved.to_vec(),
+            size: entry.size,
+            modified: entry.modified?,
+        })
+    }
 }
 
 /// Where a request's JSON-RPC id sits in an answer's body: its first byte

@@ -1,13 +1,16 @@
 //! What the door asks the host: the `session`, `tokens`, `task-store` and `events`
 //! imports as a trait, so the same rules run in the component and natively
-//! under test.
+//! under test. [`model`] holds the facts they answer as plain Rust types, and
+//! [`tree`] the workdir the host preopens for a plane's request.
 
-use crate::model::{
+pub mod model;
+pub mod tree;
+
+use crate::imports::model::{
     Caller, Capsule, CompletionRefusal, Exports, Framed, Grant, Identity, ListQuery, NewTask, Next,
     Page, PassOn, Redeemed, Started, StopReport, Task, TaskError,
 };
-
-use crate::planes::tree::{Dir, Preopened};
+use crate::imports::tree::{Dir, Preopened};
 
 pub trait Imports {
     /// `session.describe`: the facts the rules read on every request.

@@ -3,10 +3,10 @@
 
 use serde_json::{Map, Value};
 
-use crate::errors::{InvalidParams, RpcError};
 use crate::imports::Imports;
-use crate::listing;
-use crate::model::{Caller, Page, Task};
+use crate::imports::model::{Caller, Page, Task};
+use crate::methods::listing;
+use crate::rpc::errors::{InvalidParams, RpcError};
 
 /// `params.id`, required: a GetTask or CancelTask without one, or with "".
 fn task_id<'a>(params: &'a Map<String, Value>, method: &str) -> Result<&'a str, RpcError> {
@@ -38,7 +38,7 @@ pub fn cancel_task(
     let id = task_id(params, "CancelTask")?;
     match imports.cancel(caller, id) {
         Ok(task) => Ok(task),
-        Err(crate::model::TaskError::WrongState(state)) => {
+        Err(crate::imports::model::TaskError::WrongState(state)) => {
             Err(RpcError::task_not_cancelable(id, state.wire()))
         }
         Err(e) => Err(RpcError::from_store(e, id)),

@@ -1,8 +1,9 @@
-//! The JSON-RPC methods: what the door extension lists for each kind of door
-//! ("Door extension"), and how step 10 answers a method it does not list.
+//! The door extension's method list ("Door extension"): every JSON-RPC
+//! method POST / knows, the ones the extension lists for each kind of door,
+//! and how step 10 answers a method it does not list.
 
-use crate::errors::RpcError;
-use crate::model::{Capsule, Scope};
+use crate::imports::model::{Capsule, Scope};
+use crate::rpc::errors::RpcError;
 
 /// Every method POST / knows, in the door extension's order, then the four push
 /// config methods, which the door answers but does not serve.

@@ -5,9 +5,9 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use crate::errors::{InvalidParams, RpcError};
-use crate::extensions;
-use crate::model::{Capsule, Image, Transport};
+use crate::imports::model::{Capsule, Image, Transport};
+use crate::rpc::errors::{InvalidParams, RpcError};
+use crate::rpc::extensions;
 
 /// The most distinct tasks a message may reference.
 pub const MAX_REFERENCES: usize = 16;

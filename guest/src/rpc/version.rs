@@ -1,7 +1,7 @@
 //! Step 8, the A2A-Version header ("A2A-Version"): the door speaks 1.0.
 
-use crate::errors::RpcError;
-use crate::http::Request;
+use crate::rpc::errors::RpcError;
+use crate::rpc::http::Request;
 
 pub const HEADER: &str = "A2A-Version";
 
