@@ -10,8 +10,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::tempdir::TempDir;
-use murmur_door_host::accept;
 use murmur_door_host::engine::{self, Door, MAX_INSTANCES};
+use murmur_door_host::internal::accept;
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::request::Limits;
 use murmur_door_host::server::{HttpLimits, Server};

@@ -308,6 +308,20 @@ fn capsules_are_added_and_removed_while_the_host_runs() {
     assert!(std::net::TcpStream::connect(&host.urls["beta"]).is_err());
     assert_eq!(host.card("alpha").status, 200);
     assert_eq!(host.control("DELETE", "/capsules/beta", b"").status, 404);
+    // One toolkit for both control surfaces: a route served with another
+    // method is 405, any other path 404 naming what is served.
+    let reply = host.control("GET", "/capsules/alpha", b"");
+    assert_eq!(reply.status, 405);
+    assert_eq!(
+        reply.json(),
+        json!({"error": "method_not_allowed", "message": "GET is not served on /capsules/alpha"})
+    );
+    let reply = host.control("GET", "/capsule", b"");
+    assert_eq!(reply.status, 404);
+    assert_eq!(
+        reply.json(),
+        json!({"error": "not_found", "message": "the host's control surface serves /capsules, /capsules/NAME, /swap, /rollback and /metrics"})
+    );
 
     // The same state directory opens again: its lock was released.
     let entry = json!({"manifest": "beta.yaml", "listen": "127.0.0.1:0", "state": "beta"});

@@ -643,6 +643,14 @@ fn a_peer_redeems_the_handle_minted_for_it() {
     assert_eq!(redeem(&capsule, handle, &headers).status, 404);
     let again = control(&capsule, &token, "DELETE", &format!("{CONTROL}/{id}"), "");
     assert_eq!(again.status, 404);
+    // The session answers its handles; the surface, what no route matched.
+    let path = format!("{CONTROL}/{id}");
+    let wrong = control(&capsule, &token, "GET", &path, "");
+    assert_eq!(wrong.status, 405);
+    assert_eq!(
+        wrong.json(),
+        json!({"error": "method_not_allowed", "message": format!("GET is not served on {path}")})
+    );
 
     // The log names the handle's id and audience, never the handle.
     let logged = capsule.door.stop();

@@ -20,10 +20,10 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use murmur_door_guest::imports::model as guest;
 use murmur_door_guest::imports::tree::{Preopened, StdDir};
-use murmur_door_host::cpu;
 use murmur_door_host::engine::{self, Door};
+use murmur_door_host::internal::cpu;
+use murmur_door_host::internal::memory::DoorMemory;
 use murmur_door_host::manifest::Manifest;
-use murmur_door_host::memory::DoorMemory;
 use murmur_door_host::request::{self, RequestState};
 use murmur_door_host::server::{HttpLimits, Server};
 use murmur_door_host::session::Session;
@@ -65,7 +65,7 @@ fn main() {
         runtime.block_on(async {
             let state = RequestState::new(
                 session.clone(),
-                DoorMemory::unshared(murmur_door_host::memory::MAX_MEMORY_BYTES),
+                DoorMemory::unshared(murmur_door_host::internal::memory::MAX_MEMORY_BYTES),
             );
             let mut store = request::store(&engine, state, request::Limits::default());
             let meter = store.data().cpu.clone();

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use murmur_door_host::engine::{Door, EMBEDDED_DOOR, engine};
+use murmur_door_host::internal::memory::{DoorMemory, MAX_MEMORY_BYTES};
 use murmur_door_host::manifest::Manifest;
-use murmur_door_host::memory::{DoorMemory, MAX_MEMORY_BYTES};
 use murmur_door_host::request::{Limits, RequestState, store};
 use murmur_door_host::server::Server;
 use murmur_door_host::session::Session;

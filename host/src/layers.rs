@@ -24,8 +24,9 @@ const HOST: Layers = &[
     (
         "",
         &[
-            // The WIT as Rust types and host traits.
-            &["bindings"],
+            // The WIT as Rust types and host traits; what both control
+            // surfaces are made of.
+            &["bindings", "surface"],
             &["manifest"],
             &["session"],
             &["imports"],
@@ -38,7 +39,8 @@ const HOST: Layers = &[
     // The manifest, and the planes' exports it names.
     ("manifest", &[&["planes"]]),
     // The domain: process groups, tokens, peer handles, the task store and
-    // hub, the agents, and the session over them. `tasks/` and `agents/`
+    // hub, the agents, what the operator asks of the session, and the
+    // session over them. `tasks/` and `agents/`
     // are one module each: their files still import back up (the session's
     // hub is being split into types of its own), so no lines of theirs are
     // checked yet.
@@ -49,7 +51,7 @@ const HOST: Layers = &[
             &["tokens"],
             &["handles"],
             &["tasks"],
-            &["agents"],
+            &["agents", "operator"],
         ],
     ),
     // The door's imports: the request's context, then one file per WIT
@@ -81,10 +83,7 @@ const HOST: Layers = &[
         ],
     ),
     // Versions of the door, and the operator's surface over them.
-    (
-        "versions",
-        &[&["card_cache", "reuse"], &["swap"], &["control"]],
-    ),
+    ("versions", &[&["card", "reuse"], &["swap"], &["control"]]),
     // The listener and what it bounds; the native baseline it may answer
     // with (a benchmark-only build).
     (
@@ -100,7 +99,7 @@ const HOST: Layers = &[
                 "redeems",
             ],
             &["failure"],
-            &["answer"],
+            &["response_body"],
             &["run"],
             &["server"],
             &["hostnames"],

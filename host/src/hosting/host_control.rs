@@ -23,19 +23,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::hosting::host::{Host, UnknownCapsule};
 use crate::hosting::roster::Entry;
-use crate::versions::control::{self, ControlToken, error, json_response};
+use crate::surface::{self, Reply, bytes_reply, json_reply, refusal};
+use crate::versions::control::{self, ControlToken};
 
 /// Answered without the token, for a scheduler's liveness and readiness
 /// probes.
@@ -43,6 +42,9 @@ pub const HEALTH_PATH: &str = "/healthz";
 
 /// Bytes an entry sent to `POST /capsules` may have.
 const MAX_ENTRY_BYTES: usize = 64 << 10;
+
+/// The routes the surface serves, as [`surface::unrouted`] names them.
+const ROUTES: [&str; 5] = ["/capsules", "/capsules/", "/swap", "/rollback", "/metrics"];
 
 /// Serves the host's control surface on `listener` until the task is
 /// dropped. Paths in entries are relative to `base`.
@@ -64,7 +66,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let (host, token, base) = (host.clone(), token.clone(), base.clone());
-                async move { Ok::<_, Infallible>(answer(&host, &token, &base, request).await) }
+                async move { Ok::<_, Infallible>(respond(&host, &token, &base, request).await) }
             });
             let _ = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -75,40 +77,37 @@ pub async fn serve(
     }
 }
 
-async fn answer(
+async fn respond(
     host: &Arc<Host>,
     token: &ControlToken,
     base: &std::path::Path,
     request: Request<Incoming>,
-) -> Response<HyperOutgoingBody> {
+) -> Reply {
     let (parts, body) = request.into_parts();
     // A probe's: says the host is up (it listens once every capsule of its
     // file has opened, and stops first on SIGTERM), and nothing else.
     if parts.uri.path() == HEALTH_PATH && parts.method == Method::GET {
-        return json_response(StatusCode::OK, json!({"status": "ok"}));
+        return json_reply(StatusCode::OK, json!({"status": "ok"}));
     }
     // Before the body is read.
     if !token.admits(&parts) {
-        return control::unauthorized();
+        return surface::unauthorized();
     }
     let names = chosen(parts.uri.query());
     let path = parts.uri.path().to_string();
     match (path.as_str(), &parts.method) {
-        ("/capsules", &Method::GET) => json_response(StatusCode::OK, host.list()),
-        ("/metrics", &Method::GET) => Response::builder()
-            .header(
-                "content-type",
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )
-            .header("cache-control", "no-store")
-            .body(
-                Full::new(Bytes::from(host.metrics()))
-                    .map_err(|never| match never {})
-                    .boxed_unsync(),
-            )
-            .expect("a valid response"),
+        ("/capsules", &Method::GET) => json_reply(StatusCode::OK, host.list()),
+        ("/metrics", &Method::GET) => bytes_reply(
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Bytes::from(host.metrics()),
+        ),
         ("/capsules", &Method::POST) => {
-            let body = match control::read_upload(body, MAX_ENTRY_BYTES).await {
+            let body = match surface::read_limited(body, MAX_ENTRY_BYTES, || {
+                format!("an entry is at most {MAX_ENTRY_BYTES} bytes")
+            })
+            .await
+            {
                 Ok(body) => body,
                 Err(refused) => return refused,
             };
@@ -117,20 +116,20 @@ async fn answer(
                 .and_then(|v| Entry::parse(&v, base, "entry").map_err(|e| e.to_string()));
             let entry = match entry {
                 Ok(entry) => entry,
-                Err(why) => return error(StatusCode::UNPROCESSABLE_ENTITY, "refused", why),
+                Err(why) => return refusal(StatusCode::UNPROCESSABLE_ENTITY, "refused", why),
             };
             let name = entry.name.clone();
             match host.add(entry).await {
-                Ok(url) => json_response(StatusCode::CREATED, json!({"name": name, "url": url})),
-                Err(why) => error(StatusCode::UNPROCESSABLE_ENTITY, "refused", why.to_string()),
+                Ok(url) => json_reply(StatusCode::CREATED, json!({"name": name, "url": url})),
+                Err(why) => refusal(StatusCode::UNPROCESSABLE_ENTITY, "refused", why.to_string()),
             }
         }
         (path, &Method::DELETE) if path.starts_with("/capsules/") => {
             let name = &path["/capsules/".len()..];
             if host.remove(name).await {
-                json_response(StatusCode::OK, json!({"removed": name}))
+                json_reply(StatusCode::OK, json!({"removed": name}))
             } else {
-                error(
+                refusal(
                     StatusCode::NOT_FOUND,
                     "not_found",
                     UnknownCapsule(name.to_string()).to_string(),
@@ -148,7 +147,7 @@ async fn answer(
                 Err(refused) => return refused,
             };
             match host.swap(bytes, source, names.as_deref()).await {
-                Ok(done) => json_response(
+                Ok(done) => json_reply(
                     StatusCode::OK,
                     json!({
                         "digest": done.digest,
@@ -159,23 +158,20 @@ async fn answer(
                     }),
                 ),
                 Err(e) if e.is::<UnknownCapsule>() => {
-                    error(StatusCode::NOT_FOUND, "not_found", e.to_string())
+                    refusal(StatusCode::NOT_FOUND, "not_found", e.to_string())
                 }
                 Err(e) => control::swap_refused(&e, by_path),
             }
         }
         ("/rollback", &Method::POST) => match host.rollback(names.as_deref()) {
-            Ok(rolled) => json_response(StatusCode::OK, json!({"rolledBack": rolled})),
-            Err(unknown) => error(StatusCode::NOT_FOUND, "not_found", unknown.to_string()),
+            Ok(rolled) => json_reply(StatusCode::OK, json!({"rolledBack": rolled})),
+            Err(unknown) => refusal(StatusCode::NOT_FOUND, "not_found", unknown.to_string()),
         },
-        ("/capsules" | "/swap" | "/rollback" | "/metrics", _) => {
-            control::method_not_allowed(&parts)
-        }
-        _ => error(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "the host's control surface serves /capsules, /capsules/NAME, /swap, /rollback and /metrics"
-                .into(),
+        (route, _) => surface::unrouted(
+            &parts,
+            route,
+            &ROUTES,
+            "the host's control surface serves /capsules, /capsules/NAME, /swap, /rollback and /metrics",
         ),
     }
 }

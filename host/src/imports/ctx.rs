@@ -28,6 +28,15 @@ pub const QUEUE_BYTES: usize = 128 << 10;
 /// Bytes one write of a door's body carries at most, on either edge.
 pub const CHUNK_BYTES: usize = 4096;
 
+/// The writes of at most [`CHUNK_BYTES`] a streamed body queues when it may
+/// queue `queue_bytes`: one at least.
+pub const fn stream_chunks(queue_bytes: usize) -> usize {
+    match queue_bytes.div_ceil(CHUNK_BYTES) {
+        0 => 1,
+        chunks => chunks,
+    }
+}
+
 /// Where a one-call answer's head goes: the request's response.
 pub type HeadSender = oneshot::Sender<Result<Response<HyperOutgoingBody>, ErrorCode>>;
 
@@ -151,7 +160,7 @@ pub struct SentFile {
 /// called anything such an answer cannot stand for.
 #[derive(Debug, Default)]
 pub struct Reads {
-    /// The store's version (see [`crate::session::tasks::store::versions`])
+    /// The store's last write (see [`crate::session::tasks::store::writes`])
     /// before its first read of a task or a page.
     pub tasks_since: Option<u64>,
     /// The tasks `get` answered.
@@ -178,7 +187,7 @@ impl DoorCtx {
             head: None,
             started: None,
             framer: None,
-            stream_chunks: QUEUE_BYTES / CHUNK_BYTES,
+            stream_chunks: stream_chunks(QUEUE_BYTES),
             keeping: false,
             body_read: None,
             declared: None,
@@ -205,10 +214,10 @@ impl DoorCtx {
         result
     }
 
-    /// The store's version, taken before the request's first read of it.
+    /// The store's last write, taken before the request's first read of it.
     pub(super) fn reading_tasks(&mut self) {
-        let versions = self.session.tasks.store().versions();
-        self.reads.tasks_since.get_or_insert_with(|| versions.now());
+        let writes = self.session.tasks.store().writes();
+        self.reads.tasks_since.get_or_insert_with(|| writes.now());
     }
 }
 

@@ -24,7 +24,7 @@ use wasmtime_wasi_http::{DEFAULT_FORBIDDEN_HEADERS, Error};
 use crate::bindings::response_stream::{Host, OutputStream};
 use crate::imports::ctx::{DoorCtxView, SentFile};
 
-pub use crate::imports::ctx::{CHUNK_BYTES, HeadSender, QUEUE_BYTES};
+pub use crate::imports::ctx::{CHUNK_BYTES, HeadSender, QUEUE_BYTES, stream_chunks};
 
 /// A response as the door gave it, held to what the `wasi:http` edge lets a
 /// door send: a valid status, valid headers but none of the ones `wasi:http`
@@ -237,7 +237,7 @@ mod tests {
 
     use super::*;
 
-    fn answer(
+    fn door_response(
         status: u16,
         headers: &[(&str, &str)],
         length: Option<usize>,
@@ -256,7 +256,7 @@ mod tests {
     /// order (repeated ones kept), and its body.
     #[tokio::test]
     async fn an_answer_is_sent_as_the_door_wrote_it() {
-        let response = answer(
+        let response = door_response(
             401,
             &[
                 ("content-type", "application/json"),
@@ -285,7 +285,9 @@ mod tests {
     #[test]
     fn what_wasi_http_refuses_is_refused_here() {
         let refused = |status, headers: &[(&str, &str)], length| {
-            answer(status, headers, length).err().map(|e| e.to_string())
+            door_response(status, headers, length)
+                .err()
+                .map(|e| e.to_string())
         };
         assert_eq!(
             refused(1000, &[], Some(2)).as_deref(),

@@ -13,7 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::versions::card_cache::CARD_PATH;
+use crate::versions::card::CARD_PATH;
 
 /// The JSON-RPC methods the door serves, and the push config ones it
 /// refuses by name.

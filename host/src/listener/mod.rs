@@ -4,7 +4,6 @@
 
 pub mod accept;
 pub mod admission;
-pub mod answer;
 pub mod body;
 pub mod connections;
 pub mod failure;
@@ -14,5 +13,6 @@ pub mod metrics;
 pub mod native;
 pub mod proxies;
 pub mod redeems;
+pub mod response_body;
 pub mod run;
 pub mod server;

@@ -28,7 +28,10 @@ use crate::session::Session;
 include!("../../../guest/src/wasm/convert.rs");
 
 /// Answers one request with the native door; `body` has been read whole.
-pub async fn answer(session: Arc<Session>, request: Request<Bytes>) -> Response<HyperOutgoingBody> {
+pub async fn respond(
+    session: Arc<Session>,
+    request: Request<Bytes>,
+) -> Response<HyperOutgoingBody> {
     let (parts, body) = request.into_parts();
     let head = murmur_door_guest::Request::new(
         parts.method.as_str(),

@@ -14,9 +14,9 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::imports::request_body::BoxedBody;
 use crate::listener::admission::Slot;
-use crate::listener::answer::{Answer, DoorBody, Failed};
 use crate::listener::body::Tally;
 use crate::listener::failure::Failure;
+use crate::listener::response_body::{DoorBody, Failed, ResponseBody};
 use crate::sandbox::cpu;
 use crate::sandbox::engine::DoorInstance;
 use crate::sandbox::idle::{Idle, Kept, Owner};
@@ -24,7 +24,7 @@ use crate::sandbox::memory::MemoryLimit;
 use crate::sandbox::one_call;
 use crate::sandbox::request::RequestState;
 use crate::session::Session;
-use crate::versions::reuse::{KeepAs, Reuse};
+use crate::versions::reuse::{Reuse, ReuseKey};
 use crate::versions::swap::Serving;
 
 /// The head a door sends for its request, or the error code it answers.
@@ -52,7 +52,7 @@ pub struct Run {
     pub session: Arc<Session>,
     /// What a reusable answer is kept under (see
     /// [`crate::versions::reuse`]).
-    pub keep_as: KeepAs,
+    pub reuse_key: ReuseKey,
 }
 
 impl Run {
@@ -74,7 +74,7 @@ impl Run {
             failure,
             idle,
             session,
-            keep_as,
+            reuse_key,
         } = self;
         let meter = store.data().cpu.clone();
         let door = async {
@@ -101,9 +101,9 @@ impl Run {
             match &instance.answers {
                 Some(answers) => {
                     let reuse = &serving.live().reuse;
-                    store.data_mut().door.keeping = reuse.keeps(keep_as.looked_up());
+                    store.data_mut().door.keeping = reuse.keeps(reuse_key.looked_up());
                     one_call::answer(answers, &mut store, &parts, body, sender).await?;
-                    keep_declared(reuse, &mut store, &parts, keep_as);
+                    keep_declared(reuse, &mut store, &parts, reuse_key);
                 }
                 None => {
                     let request = Request::from_parts(parts, body);
@@ -159,7 +159,7 @@ fn keep_declared(
     reuse: &Reuse,
     store: &mut Store<RequestState>,
     parts: &hyper::http::request::Parts,
-    keep_as: KeepAs,
+    reuse_key: ReuseKey,
 ) {
     let door = &mut store.data_mut().door;
     // Nothing of the body outlives its answer, whatever the door declared:
@@ -172,8 +172,8 @@ fn keep_declared(
     if door.changed.load(std::sync::atomic::Ordering::Relaxed) {
         return;
     }
-    let lookup = keep_as.lookup;
-    if let Some(request) = keep_as.request(parts, body.as_ref()) {
+    let lookup = reuse_key.lookup;
+    if let Some(request) = reuse_key.request(parts, body.as_ref()) {
         let reads = std::mem::take(&mut door.reads);
         reuse.keep(request, declared, reads, &door.session.planes, lookup);
     }
@@ -188,7 +188,7 @@ pub async fn answered(
     failed: Failed,
     span: tracing::Span,
     memory: impl Fn() -> Option<MemoryLimit>,
-) -> Result<Response<Answer>, Failure> {
+) -> Result<Response<ResponseBody>, Failure> {
     let (head, done) = tokio::select! {
         biased;
         // A door that returned has answered or never will.
@@ -203,7 +203,7 @@ pub async fn answered(
                 task: task.map(|task| task.abort_handle()),
                 span,
             };
-            Ok(response.map(|body| Answer {
+            Ok(response.map(|body| ResponseBody {
                 body,
                 door: Some(door),
                 _busy: None,

@@ -20,13 +20,13 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::imports::request_body::BoxedBody;
 use crate::listener::admission::{self, Admission, Caller, Slot};
-use crate::listener::answer::{Answer, Failed, OpenStream, Probe};
 use crate::listener::body::{BodyBudget, BodyLimits, RequestBody, Tally};
 use crate::listener::connections::{self, Busy, Connections};
 use crate::listener::failure::{Failure, too_many_redeems};
 use crate::listener::metrics::{self, Metrics};
 use crate::listener::proxies::TrustedProxies;
 use crate::listener::redeems::Redeems;
+use crate::listener::response_body::{Failed, OpenStream, Probe, ResponseBody};
 use crate::listener::run::{DoorRun, Run, answered};
 use crate::manifest::planes;
 use crate::sandbox::engine::{self, Door, DoorInstance};
@@ -34,9 +34,9 @@ use crate::sandbox::idle::{Idle, Kept, Owner};
 use crate::sandbox::memory::{self, MemoryPool};
 use crate::sandbox::request::{self, Limits, RequestState, Stores};
 use crate::session::Session;
-use crate::versions::card_cache;
+use crate::versions::card;
 use crate::versions::control::{self, ControlToken};
-use crate::versions::reuse::{self, KeepAs};
+use crate::versions::reuse::{self, ReuseKey};
 use crate::versions::swap::{self, Doors, Live, Serving};
 
 /// The largest request body the host reads (`--max-body-bytes`): every
@@ -449,11 +449,11 @@ impl Server {
                 door = tracing::field::Empty,
             ),
         };
-        self.answer(request, address, busy).instrument(span).await
+        self.serve(request, address, busy).instrument(span).await
     }
 
-    /// Answers one request; never fails, whatever the client or the door does.
-    async fn answer(
+    /// Serves one request; never fails, whatever the client or the door does.
+    async fn serve(
         self: Arc<Self>,
         request: Request<Incoming>,
         address: std::net::IpAddr,
@@ -463,7 +463,7 @@ impl Server {
         let (mut parts, body) = request.into_parts();
         let control = self.control.as_ref();
         if let Some(token) = control.filter(|_| control::is_control(parts.uri.path())) {
-            return self.answer_control(token, parts, body, busy, started).await;
+            return self.serve_control(token, parts, body, busy, started).await;
         }
         // A client that spent its budget of failed redeems waits, before
         // any door runs.
@@ -474,15 +474,15 @@ impl Server {
             tracing::debug!(status = 429, "request");
             self.count_redeem(429);
             let probe = self.probe(|| "peer", 429, started);
-            return response.map(|body| Answer::host(body).busy(busy, probe));
+            return response.map(|body| ResponseBody::host(body).busy(busy, probe));
         }
-        let card = self.metrics.is_some() && parts.uri.path() == card_cache::CARD_PATH;
+        let card = self.metrics.is_some() && parts.uri.path() == card::CARD_PATH;
         let serving = self.doors.serving();
         let version = serving.live().version;
         let span = tracing::Span::current();
         span.record("door", version);
         // The door's card as it answered it before: no instance needed.
-        let cacheable = card_cache::cacheable(&parts);
+        let cacheable = card::cacheable(&parts);
         if let Some(response) = cacheable.then(|| serving.live().card.get()).flatten() {
             drop(serving);
             tracing::debug!(
@@ -492,7 +492,7 @@ impl Server {
                 "request"
             );
             let probe = self.probe(|| "card", response.status().as_u16(), started);
-            return response.map(|body| Answer::whole(body).busy(busy, probe));
+            return response.map(|body| ResponseBody::whole(body).busy(busy, probe));
         }
         let cache = cacheable.then(|| serving.version());
         let authorization = parts.headers.get(hyper::header::AUTHORIZATION);
@@ -515,15 +515,15 @@ impl Server {
         let (body, tally) = RequestBody::new(body, limits, started);
         let client = self.client(address);
         let length = content_length(&parts);
-        let repeat = self.repeat(&mut parts, length, body, client, &serving);
+        let repeat = self.reusing(&mut parts, length, body, client, &serving);
         let (response, was_reused) = match repeat.await {
-            Repeat::Answered(response) => (response.map(Answer::host), true),
-            Repeat::Unread => {
+            Reusing::Reused(response) => (response.map(ResponseBody::host), true),
+            Reusing::Unread => {
                 let failure = Failure::Guest("the request body could not be read".into(), None);
-                (failure.response(&tally).map(Answer::host), false)
+                (failure.response(&tally).map(ResponseBody::host), false)
             }
-            Repeat::Run(body, keep_as) => {
-                let run = (serving, owner, keep_as);
+            Reusing::Run(body, reuse_key) => {
+                let run = (serving, owner, reuse_key);
                 let request = Request::from_parts(parts, body);
                 (
                     self.admitted(request, caller, run, cache, &tally).await,
@@ -556,7 +556,7 @@ impl Server {
             self.count_redeem(status);
         }
         let method = || {
-            let path = if card { card_cache::CARD_PATH } else { "" };
+            let path = if card { card::CARD_PATH } else { "" };
             match plane {
                 Some(plane) => plane,
                 None => metrics::method_label(rpc.as_deref(), path),
@@ -573,8 +573,8 @@ impl Server {
         })
     }
 
-    /// The control surface's answer (see [`control`]).
-    async fn answer_control(
+    /// Serves a request to the control surface (see [`control`]).
+    async fn serve_control(
         &self,
         token: &ControlToken,
         parts: Parts,
@@ -582,7 +582,7 @@ impl Server {
         busy: Busy,
         started: tokio::time::Instant,
     ) -> Response<HyperOutgoingBody> {
-        let response = control::answer(&self.doors, &self.stores, token, parts, body).await;
+        let response = control::serve(&self.doors, &self.stores, token, parts, body).await;
         // The request's span names its method and path.
         tracing::debug!(
             status = response.status().as_u16(),
@@ -590,7 +590,7 @@ impl Server {
             "control request"
         );
         let probe = self.probe(|| "control", response.status().as_u16(), started);
-        response.map(|body| Answer::host(body).busy(busy, probe))
+        response.map(|body| ResponseBody::host(body).busy(busy, probe))
     }
 
     /// The door's answer to a request, once admitted to an instance, or
@@ -600,22 +600,26 @@ impl Server {
         &self,
         request: Request<BoxedBody>,
         caller: Caller,
-        (serving, owner, keep_as): (Serving, Owner, KeepAs),
+        (serving, owner, reuse_key): (Serving, Owner, ReuseKey),
         cache: Option<Arc<Live>>,
         tally: &Tally,
-    ) -> Response<Answer> {
+    ) -> Response<ResponseBody> {
         let slot = match self.admission.admit(caller).await {
             Ok(slot) => slot,
-            Err(refused) => return Failure::Refused(refused).response(tally).map(Answer::host),
+            Err(refused) => {
+                return Failure::Refused(refused)
+                    .response(tally)
+                    .map(ResponseBody::host);
+            }
         };
-        let run = self.run(serving, owner, keep_as, request, slot, tally.clone());
+        let run = self.run(serving, owner, reuse_key, request, slot, tally.clone());
         match run.await {
             Ok(response) => match cache {
                 Some(live) => match live.card.keep(response).await {
-                    Ok(kept) => kept.map(Answer::whole),
+                    Ok(kept) => kept.map(ResponseBody::whole),
                     Err(_) => Failure::Guest("the door's card was cut".into(), None)
                         .response(tally)
-                        .map(Answer::host),
+                        .map(ResponseBody::host),
                 },
                 None => response,
             },
@@ -623,7 +627,7 @@ impl Server {
                 if matches!(failure, Failure::Guest(..)) {
                     tally.read_prefix().await;
                 }
-                failure.response(tally).map(Answer::host)
+                failure.response(tally).map(ResponseBody::host)
             }
         }
     }
@@ -644,19 +648,19 @@ impl Server {
             std::net::Ipv4Addr::UNSPECIFIED.into(),
         );
         let client = self.client(std::net::Ipv4Addr::UNSPECIFIED.into());
-        let repeat = self.repeat(&mut parts, length, body, client, &serving);
-        let (body, keep_as) = match repeat.await {
-            Repeat::Answered(response) => return response,
-            Repeat::Unread => {
+        let repeat = self.reusing(&mut parts, length, body, client, &serving);
+        let (body, reuse_key) = match repeat.await {
+            Reusing::Reused(response) => return response,
+            Reusing::Unread => {
                 let failure = Failure::Guest("the request body could not be read".into(), None);
                 return failure.response(&tally);
             }
-            Repeat::Run(body, keep_as) => (body, keep_as),
+            Reusing::Run(body, reuse_key) => (body, reuse_key),
         };
         let request = Request::from_parts(parts, body);
         let slot = Slot::unlimited();
         match self
-            .run(serving, owner, keep_as, request, slot, tally.clone())
+            .run(serving, owner, reuse_key, request, slot, tally.clone())
             .await
         {
             Ok(response) => response.map(BodyExt::boxed_unsync),
@@ -675,14 +679,14 @@ impl Server {
     /// or the body to run the door on: read whole first when the request
     /// may be a repeat (a small POST of a head the version keeps answers
     /// for).
-    async fn repeat<B>(
+    async fn reusing<B>(
         &self,
         parts: &mut Parts,
         length: Option<usize>,
         body: B,
         client: Option<IpAddr>,
         serving: &Serving,
-    ) -> Repeat
+    ) -> Reusing
     where
         B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
     {
@@ -690,9 +694,9 @@ impl Server {
         let small = length.is_some_and(|length| length <= reuse::MAX_BODY);
         // A small POST (a JSON-RPC read), or a GET or HEAD of a plane's file.
         let planed = planes::plane_of(parts.uri.path()).is_some() && reuse::bodiless(parts);
-        let unkept = KeepAs {
+        let unkept = ReuseKey {
             client,
-            ..KeepAs::default()
+            ..ReuseKey::default()
         };
         let may_repeat = parts.method == hyper::Method::POST && small || planed;
         let lookup = match may_repeat && reuse.holds_any() {
@@ -700,9 +704,9 @@ impl Server {
             false => None,
         };
         let Some(lookup) = lookup else {
-            return Repeat::Run(body.boxed_unsync(), unkept);
+            return Reusing::Run(body.boxed_unsync(), unkept);
         };
-        let unkept = KeepAs {
+        let unkept = ReuseKey {
             lookup: Some(lookup),
             ..unkept
         };
@@ -711,13 +715,13 @@ impl Server {
         let head = reuse::Head::of(parts, client);
         if !reuse.looks_up(&head) {
             let head = Some(head);
-            return Repeat::Run(body.boxed_unsync(), KeepAs { head, ..unkept });
+            return Reusing::Run(body.boxed_unsync(), ReuseKey { head, ..unkept });
         }
         let (request, body) = match planed {
             true => (Some(reuse::Request::bodiless(head)), body.boxed_unsync()),
             false => {
                 let Ok(bytes) = body.collect().await.map(|whole| whole.to_bytes()) else {
-                    return Repeat::Unread;
+                    return Reusing::Unread;
                 };
                 let request = reuse::Request::with_head(head, &bytes);
                 let body = Full::new(bytes).map_err(|never| match never {});
@@ -726,13 +730,13 @@ impl Server {
         };
         let kept = request
             .as_ref()
-            .and_then(|request| reuse.answer(request, &self.stores.session));
+            .and_then(|request| reuse.reused(request, &self.stores.session));
         // The door sent these head lines once; were they refused now, the
         // door answers instead.
         if let Some(response) = kept.and_then(reuse::Reused::response) {
-            return Repeat::Answered(response);
+            return Reusing::Reused(response);
         }
-        Repeat::Run(body, KeepAs { request, ..unkept })
+        Reusing::Run(body, ReuseKey { request, ..unkept })
     }
 
     /// Runs an instance of the door version `serving` holds, in `slot`: one
@@ -741,11 +745,11 @@ impl Server {
         &self,
         serving: Serving,
         owner: Owner,
-        keep_as: KeepAs,
+        reuse_key: ReuseKey,
         request: Request<B>,
         slot: Slot,
         tally: Tally,
-    ) -> Result<Response<Answer>, Failure>
+    ) -> Result<Response<ResponseBody>, Failure>
     where
         B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
     {
@@ -784,7 +788,7 @@ impl Server {
             failure: failed.clone(),
             idle: self.shared.idle.clone(),
             session: self.stores.session.clone(),
-            keep_as,
+            reuse_key,
         };
         // The door runs on the request's task until it answers (see
         // `DoorRun`); one still running then goes on in a task of its own, so
@@ -802,7 +806,7 @@ impl Server {
         serving: Serving,
         slot: Slot,
         tally: Tally,
-    ) -> Result<Response<Answer>, Failure>
+    ) -> Result<Response<ResponseBody>, Failure>
     where
         B: hyper::body::Body<Data = Bytes, Error = wasmtime_wasi_http::Error> + Send + 'static,
     {
@@ -811,10 +815,10 @@ impl Server {
             Failure::Guest(format!("the request body could not be read: {e}"), None)
         })?;
         let request = Request::from_parts(parts, body.to_bytes());
-        let response = crate::listener::native::answer(self.stores.session.clone(), request).await;
+        let response = crate::listener::native::respond(self.stores.session.clone(), request).await;
         tally.release();
         drop((serving, slot));
-        Ok(response.map(Answer::host))
+        Ok(response.map(ResponseBody::host))
     }
 
     /// The request's head, with an authority `wasi:http` can read (see
@@ -893,11 +897,11 @@ fn content_length(parts: &Parts) -> Option<usize> {
 }
 
 /// A request's answer kept by its door version, or what runs the door.
-enum Repeat {
+enum Reusing {
     /// A repeat of an answer the version keeps, answered again.
-    Answered(Response<HyperOutgoingBody>),
+    Reused(Response<HyperOutgoingBody>),
     /// The body to run the door on, and what its answer is kept under.
-    Run(BoxedBody, KeepAs),
+    Run(BoxedBody, ReuseKey),
     /// The body could not be read whole (too large, too slow, cut).
     Unread,
 }

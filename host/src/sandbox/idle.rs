@@ -242,7 +242,7 @@ mod tests {
     }
 
     /// Status, headers and body of `server`'s answer to `request`.
-    async fn answer(server: &Server, request: hyper::Request<Bytes>) -> (u16, String, Bytes) {
+    async fn respond_to(server: &Server, request: hyper::Request<Bytes>) -> (u16, String, Bytes) {
         let response = server.respond(request).await;
         let status = response.status().as_u16();
         let headers = format!("{:?}", response.headers());
@@ -315,15 +315,15 @@ mod tests {
         let runtime = runtime();
         let server = Server::new(door(), session());
         runtime.block_on(async {
-            answer(&server, rpc("a", REFUSED)).await;
-            answer(&server, rpc("a", REFUSED)).await;
+            respond_to(&server, rpc("a", REFUSED)).await;
+            respond_to(&server, rpc("a", REFUSED)).await;
             assert_eq!(kept(server.idle()), [(bearer("a"), 1, 2)]);
-            answer(&server, rpc("b", REFUSED)).await;
+            respond_to(&server, rpc("b", REFUSED)).await;
             assert_eq!(
                 kept(server.idle()),
                 [(bearer("a"), 1, 2), (bearer("b"), 1, 1)]
             );
-            answer(&server, rpc("a", REFUSED)).await;
+            respond_to(&server, rpc("a", REFUSED)).await;
             assert_eq!(
                 kept(server.idle()),
                 [(bearer("b"), 1, 1), (bearer("a"), 1, 3)]
@@ -380,8 +380,10 @@ mod tests {
         runtime.block_on(async {
             for _ in 0..3 {
                 for (k, f) in requests().into_iter().zip(requests()) {
-                    let (kept_answer, fresh_answer) =
-                        (answer(&kept_server, k).await, answer(&fresh, f).await);
+                    let (kept_answer, fresh_answer) = (
+                        respond_to(&kept_server, k).await,
+                        respond_to(&fresh, f).await,
+                    );
                     assert_eq!(kept_answer, fresh_answer);
                 }
             }
@@ -405,17 +407,17 @@ mod tests {
         });
         runtime.block_on(async {
             let huge = "x".repeat(4 << 20);
-            let (status, _, _) = answer(&server, rpc("a", &huge)).await;
+            let (status, _, _) = respond_to(&server, rpc("a", &huge)).await;
             assert_eq!(status, 413);
             assert!(server.idle().is_empty());
-            let (status, _, _) = answer(&server, rpc("a", REFUSED)).await;
+            let (status, _, _) = respond_to(&server, rpc("a", REFUSED)).await;
             assert_eq!(status, 200);
             assert_eq!(kept(server.idle()), [(bearer("a"), 1, 1)]);
         });
         let server = Server::new(door(), session());
         runtime.block_on(async {
             let big = "x".repeat(MAX_KEPT_MEMORY);
-            let (status, _, _) = answer(&server, rpc("a", &big)).await;
+            let (status, _, _) = respond_to(&server, rpc("a", &big)).await;
             assert_eq!(status, 200, "a parse error");
             assert!(server.idle().is_empty());
         });
@@ -433,7 +435,7 @@ mod tests {
         let total = server.stores.memory.free();
         runtime.block_on(async {
             for token in ["a", "b", "c"] {
-                answer(&server, rpc(token, REFUSED)).await;
+                respond_to(&server, rpc(token, REFUSED)).await;
             }
         });
         assert_eq!(
@@ -452,12 +454,12 @@ mod tests {
         let door = door();
         let server = Server::new(door.clone(), session());
         runtime.block_on(async {
-            answer(&server, rpc("a", REFUSED)).await;
-            answer(&server, rpc("b", REFUSED)).await;
+            respond_to(&server, rpc("a", REFUSED)).await;
+            respond_to(&server, rpc("b", REFUSED)).await;
             server
                 .doors
                 .install(door.clone(), "the same door again".into());
-            answer(&server, rpc("a", REFUSED)).await;
+            respond_to(&server, rpc("a", REFUSED)).await;
             assert_eq!(
                 kept(server.idle()),
                 [(bearer("b"), 1, 1), (bearer("a"), 2, 2)]
@@ -465,7 +467,7 @@ mod tests {
             let mut other = door.clone();
             other.digest = "sha256:another".into();
             server.doors.install(other, "another door".into());
-            answer(&server, rpc("a", REFUSED)).await;
+            respond_to(&server, rpc("a", REFUSED)).await;
             assert_eq!(
                 kept(server.idle()),
                 [
@@ -477,7 +479,7 @@ mod tests {
             server.shut();
             assert!(server.idle().is_empty());
             server.stores.session.close();
-            answer(&server, rpc("a", REFUSED)).await;
+            respond_to(&server, rpc("a", REFUSED)).await;
             assert!(server.idle().is_empty());
         });
     }
@@ -497,10 +499,10 @@ mod tests {
             ..Limits::default()
         });
         runtime.block_on(async {
-            let first = answer(&server, rpc("a", REFUSED)).await;
+            let first = respond_to(&server, rpc("a", REFUSED)).await;
             assert!(!String::from_utf8_lossy(&first.2).contains("-32603"));
             for token in ["b", "c", "d", "e"] {
-                assert_eq!(answer(&server, rpc(token, REFUSED)).await, first);
+                assert_eq!(respond_to(&server, rpc(token, REFUSED)).await, first);
             }
         });
         assert_eq!(kept(server.idle()), [(bearer("e"), 1, 1)]);
@@ -529,15 +531,15 @@ mod tests {
             request
         };
         runtime.block_on(async {
-            answer(&alpha, card()).await;
-            let (status, headers, body) = answer(&beta, card()).await;
+            respond_to(&alpha, card()).await;
+            let (status, headers, body) = respond_to(&beta, card()).await;
             assert_eq!(
                 kept(beta.idle()),
                 [(bearer("a"), 1, 1), (bearer("a"), 1, 1)]
             );
             assert_eq!(
                 (status, headers, body.clone()),
-                answer(&fresh, card()).await
+                respond_to(&fresh, card()).await
             );
             assert!(String::from_utf8_lossy(&body).contains(r#""name":"beta""#));
         });

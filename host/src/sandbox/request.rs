@@ -45,9 +45,7 @@ impl Limits {
     /// The writes of at most [`response_stream::CHUNK_BYTES`] a streamed
     /// body queues.
     pub fn stream_chunks(&self) -> usize {
-        self.stream_queue_bytes
-            .div_ceil(response_stream::CHUNK_BYTES)
-            .max(1)
+        response_stream::stream_chunks(self.stream_queue_bytes)
     }
 }
 
@@ -96,7 +94,7 @@ impl RequestState {
             opened: None,
             http,
             hooks: NoOutgoingRequests {
-                chunks: response_stream::QUEUE_BYTES / response_stream::CHUNK_BYTES,
+                chunks: response_stream::stream_chunks(response_stream::QUEUE_BYTES),
             },
             table,
         }
@@ -266,6 +264,7 @@ mod tests {
             .stream_chunks()
         };
         assert_eq!(Limits::default().stream_chunks(), 32);
+        assert_eq!(chunks(0), 1);
         assert_eq!(chunks(4096), 1);
         assert_eq!(chunks(4097), 2);
         assert_eq!(chunks(1 << 20), 256);

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod handles;
+pub mod operator;
 pub mod process;
 pub mod tasks;
 pub mod tokens;
@@ -17,6 +18,7 @@ use crate::manifest::planes::Planes;
 use crate::manifest::{self, Manifest};
 use crate::session::agents::{Agent, ScriptAgent};
 use crate::session::handles::Handles;
+use crate::session::operator::Operated;
 use crate::session::tasks::Hub;
 use crate::session::tasks::events::DEFAULT_REPLAY_BUFFER;
 use crate::session::tasks::store::Store;
@@ -41,6 +43,17 @@ pub struct Session {
 }
 
 impl Session {
+    /// What the operator's requests on the door's control surface reach
+    /// ([`operator::serve`]).
+    pub fn operated(&self) -> Operated<'_> {
+        Operated {
+            handles: &self.handles,
+            peer_files: self.planes.peer_files.as_ref(),
+            url: &self.identity.url,
+            tokens: &self.tokens,
+        }
+    }
+
     /// A session kept in memory only, answering on `url`: a fresh session id,
     /// freshly minted tokens, the script agent and the default replay
     /// buffer. Nothing survives it.

@@ -2,7 +2,7 @@
 //! answered and the answers it declared reusable, and the operator's
 //! control surface that swaps them.
 
-pub mod card_cache;
+pub mod card;
 pub mod control;
 pub mod reuse;
 pub mod swap;

@@ -11,7 +11,7 @@
 //! while
 //! - no write to the store since the door read it changed a task it read,
 //!   nor any task, for a page of the listing
-//!   ([`crate::session::tasks::store::versions`]);
+//!   ([`crate::session::tasks::store::writes`]);
 //! - no member token was minted or revoked since it verified a token;
 //! - the session is not closing;
 //! - its door version is live: each version keeps its own answers, and a
@@ -39,7 +39,7 @@
 //! [`SAMPLE`] is looked up, and only the answers of requests looked up are
 //! kept, each only the second time its request is looked up and missed, so
 //! a poll that never finds its answer costs what it costs with nothing
-//! kept, and answers never asked again do not churn the memo; until an
+//! kept, and answers never asked again do not churn the kept answers; until an
 //! answer is kept, no request is looked up at all.
 
 use std::collections::{HashMap, VecDeque};
@@ -79,7 +79,7 @@ const ENTRY_BYTES: usize = size_of::<Entry>()
 /// room a map keeps free, at most an eighth.
 const MAP_SLOT: usize = 8;
 /// Bytes a distinct request head is counted for beyond its own: the copy
-/// the lookup reads is a map's key (see [`Memo::heads`]).
+/// the lookup reads is a map's key (see [`Answers::heads`]).
 const HEAD_BYTES: usize = size_of::<(Vec<u8>, usize)>() + MAP_SLOT;
 /// A version looks up every request that may be a repeat while at least
 /// one lookup in this many lately found its answer: below that, a lookup
@@ -118,20 +118,20 @@ pub struct ReuseCounts {
 #[derive(Debug)]
 pub struct Reuse {
     max_bytes: AtomicUsize,
-    memo: Mutex<Memo>,
+    answers: Mutex<Answers>,
     counts: Arc<ReuseCounts>,
     /// Requests looked up lately, and how many of them were found (see
     /// [`SAMPLE`]): written only by lookups, so a request not looked up
     /// reads them and writes nothing another thread reads.
     looked: AtomicU64,
     recent_hits: AtomicU64,
-    /// Whether the memo holds an answer, as of its last unlock: read
+    /// Whether any answer is kept, as of its last unlock: read
     /// without the lock by every request.
     held: AtomicBool,
 }
 
 #[derive(Debug, Default)]
-struct Memo {
+struct Answers {
     entries: HashMap<Arc<[u8]>, Entry>,
     /// Keys oldest first, with the generation they were kept at: a key
     /// kept again, or dropped, leaves a stale pair that eviction skips.
@@ -149,7 +149,7 @@ struct Memo {
     seen: Vec<u64>,
 }
 
-impl Memo {
+impl Answers {
     /// Whether the request of `key` was seen (sampled and missed) before;
     /// it is remembered as seen now, in a slot another may take.
     fn seen_again(&mut self, key: &[u8]) -> bool {
@@ -206,7 +206,7 @@ fn strings_bytes<'a>(strings: impl IntoIterator<Item = &'a String>) -> usize {
         .sum()
 }
 
-/// What the memo's copy of a distinct request head costs.
+/// What the kept answers' copy of a distinct request head costs.
 fn head_bytes(head: &[u8]) -> usize {
     HEAD_BYTES + head.len()
 }
@@ -452,7 +452,7 @@ pub enum Lookup {
 /// What an answer the door declares reusable is kept under: the client on
 /// a public door, and the request, when the host read its body already.
 #[derive(Debug, Default)]
-pub struct KeepAs {
+pub struct ReuseKey {
     /// The client's address on a public door; None on an authenticated one.
     pub client: Option<IpAddr>,
     /// The request, when the host looked it up before the door ran.
@@ -463,7 +463,7 @@ pub struct KeepAs {
     pub lookup: Option<Lookup>,
 }
 
-impl KeepAs {
+impl ReuseKey {
     /// Whether the request was looked up (its head made, or found with an
     /// answer kept under it) before the door ran.
     pub fn looked_up(&self) -> bool {
@@ -473,7 +473,7 @@ impl KeepAs {
     /// The request as looked up, or made of `parts` and the body the door
     /// read (a GET or HEAD without one, when it read none).
     pub fn request(self, parts: &Parts, body: Option<&Bytes>) -> Option<Request> {
-        let KeepAs {
+        let ReuseKey {
             client,
             request,
             head,
@@ -544,7 +544,7 @@ impl Reuse {
     pub fn new(max_bytes: usize, counts: Arc<ReuseCounts>) -> Reuse {
         Reuse {
             max_bytes: AtomicUsize::new(max_bytes),
-            memo: Mutex::default(),
+            answers: Mutex::default(),
             counts,
             looked: AtomicU64::new(0),
             recent_hits: AtomicU64::new(0),
@@ -555,8 +555,8 @@ impl Reuse {
     /// Keeps at most `max_bytes` from now on (0: none).
     pub fn set_max_bytes(&self, max_bytes: usize) {
         self.max_bytes.store(max_bytes, Ordering::Relaxed);
-        let mut memo = self.lock();
-        self.evict(&mut memo);
+        let mut answers = self.lock();
+        self.evict(&mut answers);
     }
 
     /// Keeps nothing from now on, and drops what it kept: a version swapped
@@ -628,14 +628,14 @@ impl Reuse {
     }
 
     /// The answer kept for `request`, with its id, if it still holds.
-    pub fn answer(&self, request: &Request, session: &Session) -> Option<Reused> {
-        let mut memo = self.lock();
-        let Some(entry) = memo.entries.get_mut(request.key.as_slice()) else {
+    pub fn reused(&self, request: &Request, session: &Session) -> Option<Reused> {
+        let mut answers = self.lock();
+        let Some(entry) = answers.entries.get_mut(request.key.as_slice()) else {
             self.counts.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         };
         if session.tasks.closing() {
-            drop(memo);
+            drop(answers);
             self.clear();
             self.counts.misses.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -643,13 +643,13 @@ impl Reuse {
         let tokens_hold = entry
             .tokens
             .is_none_or(|since| since == session.tokens.version());
-        let versions = session.tasks.store().versions();
-        match versions
+        let writes = session.tasks.store().writes();
+        match writes
             .unchanged(entry.since, &entry.tasks, entry.listing)
             .filter(|_| tokens_hold)
         {
             Some(now) => entry.since = now,
-            None => return self.dropped(memo, request, None),
+            None => return self.dropped(answers, request, None),
         }
         let (status, headers) = (entry.status, entry.headers.clone());
         let Some(file) = entry.file.clone() else {
@@ -665,7 +665,7 @@ impl Reuse {
         };
         let generation = entry.generation;
         // The file is looked at without the answers locked.
-        drop(memo);
+        drop(answers);
         let found = session.planes.open_file(&file.path).filter(|(_, stat)| {
             FileIdentity::of(stat).is_some_and(|identity| identity == file.identity)
         });
@@ -701,11 +701,11 @@ impl Reuse {
     /// `generation`), which no longer holds: a miss.
     fn dropped(
         &self,
-        mut memo: Locked<'_>,
+        mut answers: Locked<'_>,
         request: &Request,
         generation: Option<u64>,
     ) -> Option<Reused> {
-        if memo.remove(&request.key, generation) {
+        if answers.remove(&request.key, generation) {
             self.counts.dropped.fetch_add(1, Ordering::Relaxed);
         }
         self.counts.misses.fetch_add(1, Ordering::Relaxed);
@@ -771,12 +771,12 @@ impl Reuse {
         if bytes + head_bytes(&request.key[..request.head]) > max / 8 {
             return false;
         }
-        let mut memo = self.lock();
-        if lookup == Some(Lookup::Sampled) && !memo.seen_again(&request.key) {
+        let mut answers = self.lock();
+        if lookup == Some(Lookup::Sampled) && !answers.seen_again(&request.key) {
             return false;
         }
-        memo.generation += 1;
-        let generation = memo.generation;
+        answers.generation += 1;
+        let generation = answers.generation;
         let entry = Entry {
             status: declared.status,
             headers: declared.headers,
@@ -791,85 +791,85 @@ impl Reuse {
             head: request.head,
             file,
         };
-        memo.remove(&request.key, None);
+        answers.remove(&request.key, None);
         let key: Arc<[u8]> = request.key.into();
-        memo.add_head(&key[..request.head]);
-        memo.entries.insert(key.clone(), entry);
-        memo.bytes += bytes;
-        memo.order.push_back((key, generation));
-        self.evict(&mut memo);
+        answers.add_head(&key[..request.head]);
+        answers.entries.insert(key.clone(), entry);
+        answers.bytes += bytes;
+        answers.order.push_back((key, generation));
+        self.evict(&mut answers);
         self.counts.kept.fetch_add(1, Ordering::Relaxed);
         true
     }
 
     /// Drops every answer kept.
     pub fn clear(&self) {
-        let mut memo = self.lock();
-        let dropped = memo.entries.len() as u64;
-        *memo = Memo {
-            generation: memo.generation,
-            ..Memo::default()
+        let mut answers = self.lock();
+        let dropped = answers.entries.len() as u64;
+        *answers = Answers {
+            generation: answers.generation,
+            ..Answers::default()
         };
         self.counts.dropped.fetch_add(dropped, Ordering::Relaxed);
     }
 
     /// Drops the oldest answers until what is kept fits.
-    fn evict(&self, memo: &mut Memo) {
+    fn evict(&self, answers: &mut Answers) {
         let max = self.max_bytes.load(Ordering::Relaxed);
-        while memo.bytes > max {
-            let Some((key, generation)) = memo.order.pop_front() else {
+        while answers.bytes > max {
+            let Some((key, generation)) = answers.order.pop_front() else {
                 break;
             };
-            if memo.remove(&key, Some(generation)) {
+            if answers.remove(&key, Some(generation)) {
                 self.counts.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
         // Pairs left by answers kept again or dropped: never more than
         // there are answers, and a few.
-        if memo.order.len() > 2 * memo.entries.len() + 64 {
-            let entries = &memo.entries;
+        if answers.order.len() > 2 * answers.entries.len() + 64 {
+            let entries = &answers.entries;
             let live = |(key, generation): &(Arc<[u8]>, u64)| {
                 entries
                     .get(key)
                     .is_some_and(|e| e.generation == *generation)
             };
-            let order = memo.order.drain(..).filter(live).collect();
-            memo.order = order;
+            let order = answers.order.drain(..).filter(live).collect();
+            answers.order = order;
         }
     }
 
     fn lock(&self) -> Locked<'_> {
         Locked {
-            memo: self.memo.lock().unwrap_or_else(|p| p.into_inner()),
+            answers: self.answers.lock().unwrap_or_else(|p| p.into_inner()),
             held: &self.held,
         }
     }
 }
 
-/// The memo, locked; on unlock, [`Reuse::holds_any`] learns whether it
+/// The answers, locked; on unlock, [`Reuse::holds_any`] learns whether it
 /// holds an answer.
 struct Locked<'a> {
-    memo: std::sync::MutexGuard<'a, Memo>,
+    answers: std::sync::MutexGuard<'a, Answers>,
     held: &'a AtomicBool,
 }
 
 impl std::ops::Deref for Locked<'_> {
-    type Target = Memo;
-    fn deref(&self) -> &Memo {
-        &self.memo
+    type Target = Answers;
+    fn deref(&self) -> &Answers {
+        &self.answers
     }
 }
 
 impl std::ops::DerefMut for Locked<'_> {
-    fn deref_mut(&mut self) -> &mut Memo {
-        &mut self.memo
+    fn deref_mut(&mut self) -> &mut Answers {
+        &mut self.answers
     }
 }
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         self.held
-            .store(!self.memo.entries.is_empty(), Ordering::Relaxed);
+            .store(!self.answers.entries.is_empty(), Ordering::Relaxed);
     }
 }
 
@@ -946,7 +946,7 @@ mod tests {
 
     /// While lookups mostly miss, a request looked up as one of a sample has
     /// its answer kept only the second time it is seen: answers never asked
-    /// again do not churn the memo. One looked up as every request is has
+    /// again do not churn the answers. One looked up as every request is has
     /// it kept at once.
     #[test]
     fn a_sampled_request_is_kept_the_second_time_it_is_seen() {
@@ -980,16 +980,16 @@ mod tests {
         assert_eq!(reuse.counts.kept.load(Ordering::Relaxed), 2);
     }
 
-    /// What the memo holds by its own count: every answer's bytes, and
-    /// each distinct head's copy.
-    fn counted(memo: &Memo) -> usize {
-        let answers: usize = memo.entries.values().map(|e| e.bytes).sum();
-        let heads: usize = memo.heads.keys().map(|head| head_bytes(head)).sum();
-        answers + heads
+    /// What the kept answers hold by their own count: every answer's
+    /// bytes, and each distinct head's copy.
+    fn counted(answers: &Answers) -> usize {
+        let bodies: usize = answers.entries.values().map(|e| e.bytes).sum();
+        let heads: usize = answers.heads.keys().map(|head| head_bytes(head)).sum();
+        bodies + heads
     }
 
     /// A client asking many different requests twice each (so every one
-    /// is kept) holds at most the memo's bytes: the oldest answers give way,
+    /// is kept) holds at most the kept answers' bytes: the oldest answers give way,
     /// an answer over an eighth of them is not kept, and a version retired
     /// by a swap keeps nothing until it is live again (docs/operations.md,
     /// "What a client can make the host hold"). Issue 47: the copies of
@@ -1012,11 +1012,11 @@ mod tests {
             assert!(keep(page, &filler));
             // Some kept again: the pairs they leave in the order are swept.
             assert!(keep(page / 2, &filler));
-            let memo = reuse.lock();
-            assert_eq!(memo.bytes, counted(&memo));
-            assert!(memo.bytes <= max, "{} bytes kept", memo.bytes);
-            assert!(memo.order.len() <= 2 * memo.entries.len() + 65);
-            assert!(memo.heads.values().sum::<usize>() == memo.entries.len());
+            let answers = reuse.lock();
+            assert_eq!(answers.bytes, counted(&answers));
+            assert!(answers.bytes <= max, "{} bytes kept", answers.bytes);
+            assert!(answers.order.len() <= 2 * answers.entries.len() + 65);
+            assert!(answers.heads.values().sum::<usize>() == answers.entries.len());
         }
         let held = reuse.bytes();
         assert!(held > max / 2, "{held}");
@@ -1036,18 +1036,18 @@ mod tests {
             let lookup = Some(Lookup::Every);
             let answer = declared(r#"{"id":1,"result":{}}"#);
             assert!(reuse.keep(request, answer, read_nothing(), &planes, lookup));
-            let memo = reuse.lock();
-            assert_eq!(memo.bytes, counted(&memo));
-            let keys: usize = memo.entries.keys().map(|key| key.len()).sum();
-            let heads: usize = memo.heads.keys().map(Vec::len).sum();
+            let answers = reuse.lock();
+            assert_eq!(answers.bytes, counted(&answers));
+            let keys: usize = answers.entries.keys().map(|key| key.len()).sum();
+            let heads: usize = answers.heads.keys().map(Vec::len).sum();
             assert!(keys + heads <= max, "{keys} + {heads} bytes of heads");
-            assert!(memo.bytes <= max, "{} bytes kept", memo.bytes);
+            assert!(answers.bytes <= max, "{} bytes kept", answers.bytes);
         }
         // The last of them are kept, each with its own head.
-        let memo = reuse.lock();
-        assert_eq!(memo.heads.len(), memo.entries.len());
-        assert!(memo.entries.len() >= 6, "{} kept", memo.entries.len());
-        drop(memo);
+        let answers = reuse.lock();
+        assert_eq!(answers.heads.len(), answers.entries.len());
+        assert!(answers.entries.len() >= 6, "{} kept", answers.entries.len());
+        drop(answers);
 
         reuse.retire();
         assert_eq!((reuse.bytes(), reuse.holds_any()), (0, false));

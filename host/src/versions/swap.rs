@@ -18,7 +18,7 @@ use crate::sandbox::engine::{Door, DoorEngine};
 use crate::sandbox::framing::Framer;
 use crate::sandbox::request::Stores;
 use crate::session::tasks;
-use crate::versions::card_cache::CardCache;
+use crate::versions::card::KeptCard;
 use crate::versions::reuse::{REUSE_BYTES, Reuse, ReuseCounts};
 
 /// Where a door's component came from: `embedded`, a file's path, or
@@ -80,7 +80,7 @@ pub struct Live {
     /// Requests holding this version: answering, or streaming their body.
     in_flight: AtomicU64,
     /// Its answer to a plain GET of the card, once it has given one.
-    pub card: CardCache,
+    pub card: KeptCard,
     /// The answers it declared reusable, while what they read holds.
     pub reuse: Reuse,
     /// What frames events for its streams, once one asked.
@@ -202,7 +202,7 @@ impl Doors {
                 source,
                 loaded_at_ms: tasks::now_ms(),
                 in_flight: AtomicU64::new(0),
-                card: CardCache::default(),
+                card: KeptCard::default(),
                 reuse: Reuse::new(REUSE_BYTES, reuse_counts.clone()),
                 framer: std::sync::OnceLock::new(),
             }),
@@ -360,7 +360,7 @@ impl Doors {
             source,
             loaded_at_ms: tasks::now_ms(),
             in_flight: AtomicU64::new(0),
-            card: CardCache::default(),
+            card: KeptCard::default(),
             reuse: Reuse::new(self.reuse_bytes, self.reuse_counts.clone()),
             framer: std::sync::OnceLock::new(),
         });

@@ -52,20 +52,20 @@ pub enum HostLine<'a> {
         delegation: &'a str,
         text: &'a str,
     },
-    /// The answer to a request the agent numbered.
+    /// What a request the agent numbered returned.
     Result {
         id: &'a Value,
         #[serde(flatten)]
-        answer: Answer,
+        returned: Returned,
     },
     /// The session is closing.
     Stop,
 }
 
-/// What a numbered request was answered.
+/// What a numbered request returned.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Answer {
+pub enum Returned {
     WorkId(String),
     DelegationId(String),
     Error(String),
@@ -432,14 +432,14 @@ mod tests {
             (
                 HostLine::Result {
                     id: &id,
-                    answer: Answer::WorkId("wrk_1".into()),
+                    returned: Returned::WorkId("wrk_1".into()),
                 },
                 r#"{"type":"result","id":3,"workId":"wrk_1"}"#,
             ),
             (
                 HostLine::Result {
                     id: &id,
-                    answer: Answer::Error("no".into()),
+                    returned: Returned::Error("no".into()),
                 },
                 r#"{"type":"result","id":3,"error":"no"}"#,
             ),

@@ -40,7 +40,7 @@ use super::{Agent, AgentFuture, Child, Delegation, FrameKind, Outcome, RunningTa
 use crate::session::tasks::Image;
 use crate::session::tasks::agent::AgentFaults;
 pub use lines::MAX_LINE_BYTES;
-use lines::{AgentLine, Answer, HostLine, ImageRef};
+use lines::{AgentLine, HostLine, ImageRef, Returned};
 use process::{Outbox, Process};
 
 /// Bytes of lines that may wait for an agent to read its stdin, a session.
@@ -367,11 +367,11 @@ impl Shared {
                 below,
             } => task.no_answer_from(&member, &status, &below),
             AgentLine::Detach { command, id } => {
-                let answer = match task.detach(&command) {
-                    Ok(detached) => Answer::WorkId(detached.work_id),
-                    Err(e) => Answer::Error(e.to_string()),
+                let returned = match task.detach(&command) {
+                    Ok(detached) => Returned::WorkId(detached.work_id),
+                    Err(e) => Returned::Error(e.to_string()),
                 };
-                self.answer(outbox, id, answer);
+                self.write_result(outbox, id, returned);
             }
             AgentLine::Delegate {
                 capsule,
@@ -386,11 +386,11 @@ impl Shared {
                     session_id,
                     workdir: PathBuf::from(workdir),
                 };
-                let answer = match task.delegate(child) {
-                    Ok(delegation) => Answer::DelegationId(delegation),
-                    Err(e) => Answer::Error(e.to_string()),
+                let returned = match task.delegate(child) {
+                    Ok(delegation) => Returned::DelegationId(delegation),
+                    Err(e) => Returned::Error(e.to_string()),
                 };
-                self.answer(outbox, id, answer);
+                self.write_result(outbox, id, returned);
             }
             AgentLine::DelegationEnded(delegation) => task.delegation_ended(&delegation),
             // Endings are the caller's.
@@ -399,9 +399,9 @@ impl Shared {
     }
 
     /// Writes the result of a numbered request; an unnumbered one has none.
-    fn answer(&self, outbox: &Outbox, id: Option<serde_json::Value>, answer: Answer) {
+    fn write_result(&self, outbox: &Outbox, id: Option<serde_json::Value>, returned: Returned) {
         if let Some(id) = id
-            && let Err(why) = outbox.send(HostLine::Result { id: &id, answer }.to_bytes())
+            && let Err(why) = outbox.send(HostLine::Result { id: &id, returned }.to_bytes())
         {
             tracing::warn!(capsule = %self.capsule, "a result was not written: {why}");
         }

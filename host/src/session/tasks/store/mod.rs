@@ -33,8 +33,8 @@ mod open;
 mod queries;
 mod readers;
 mod schema;
-pub mod versions;
 mod visibility;
+pub mod writes;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -143,7 +143,7 @@ pub struct Store {
     commits: AtomicU64,
     /// What each committed write to a task changed, for answers reused
     /// while they hold.
-    versions: versions::Versions,
+    writes: writes::Writes,
     /// Copies the log into the file off the request path (a file's store).
     /// Before the lock: its connection closes before the directory is let go.
     checkpoints: Option<checkpoint::Checkpoints>,
@@ -187,14 +187,14 @@ impl Store {
         std::mem::take(&mut self.restarted.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// The version of what the store answers (see [`versions`]).
-    pub fn versions(&self) -> &versions::Versions {
-        &self.versions
+    /// The store's writes, numbered (see [`writes`]).
+    pub fn writes(&self) -> &writes::Writes {
+        &self.writes
     }
 
     /// After a commit on `writer` (see [`checkpoint`]) that changed `tasks`.
     fn committed(&self, writer: &Connection, tasks: Vec<String>) {
-        self.versions.committed(tasks);
+        self.writes.committed(tasks);
         if let Some(checkpoints) = &self.checkpoints {
             checkpoints.committed(writer);
         }

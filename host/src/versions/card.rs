@@ -33,7 +33,7 @@ const MAX_CARD_BYTES: usize = 1 << 20;
 
 /// One door version's card: empty until the door first answers a plain GET.
 #[derive(Default)]
-pub struct CardCache(OnceLock<Card>);
+pub struct KeptCard(OnceLock<Card>);
 
 /// A whole answer of the door's, status 200.
 struct Card {
@@ -69,7 +69,7 @@ fn shareable(headers: &HeaderMap) -> bool {
     !forbids && !headers.contains_key(header::VARY)
 }
 
-impl CardCache {
+impl KeptCard {
     /// The card as the door answered it, if it has.
     pub fn get(&self) -> Option<Response<Full<Bytes>>> {
         let card = self.0.get()?;
@@ -149,7 +149,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_card_is_kept_and_anything_else_is_not() {
-        let cache = CardCache::default();
+        let cache = KeptCard::default();
         let refused = Response::builder()
             .status(503)
             .body(Full::new(Bytes::from_static(b"busy")))
@@ -180,7 +180,7 @@ mod tests {
             ("Cache-Control", "No-Cache"),
             ("vary", "authorization"),
         ] {
-            let cache = CardCache::default();
+            let cache = KeptCard::default();
             let card = Response::builder()
                 .header(name, value)
                 .body(Full::new(Bytes::from_static(b"{}")))
@@ -189,7 +189,7 @@ mod tests {
             assert_eq!(given.status(), 200);
             assert!(cache.get().is_none(), "{name}: {value}");
         }
-        let cache = CardCache::default();
+        let cache = KeptCard::default();
         let public = Response::builder()
             .header("cache-control", "public, max-age=300")
             .body(Full::new(Bytes::from_static(b"{}")))

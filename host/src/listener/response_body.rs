@@ -23,7 +23,7 @@ pub type Failed = Arc<OnceLock<String>>;
 /// (in progress on its connection) until it is sent or dropped. (A frame
 /// mapper could own the guard, but would lose the body's size hint, and
 /// with it the content-length.)
-pub struct Answer {
+pub struct ResponseBody {
     pub body: HyperOutgoingBody,
     /// None for an answer the host made itself.
     pub door: Option<DoorBody>,
@@ -72,7 +72,7 @@ impl Probe {
     }
 }
 
-impl Drop for Answer {
+impl Drop for ResponseBody {
     fn drop(&mut self) {
         if let Some(probe) = self.probe.take() {
             probe.count(None);
@@ -94,9 +94,9 @@ pub struct DoorBody {
     pub span: tracing::Span,
 }
 
-impl Answer {
-    pub fn host(body: HyperOutgoingBody) -> Answer {
-        Answer {
+impl ResponseBody {
+    pub fn host(body: HyperOutgoingBody) -> ResponseBody {
+        ResponseBody {
             body,
             door: None,
             _busy: None,
@@ -107,8 +107,8 @@ impl Answer {
     }
 
     /// A whole body the host answers with.
-    pub fn whole(body: Full<Bytes>) -> Answer {
-        Answer::host(body.map_err(|never| match never {}).boxed_unsync())
+    pub fn whole(body: Full<Bytes>) -> ResponseBody {
+        ResponseBody::host(body.map_err(|never| match never {}).boxed_unsync())
     }
 
     /// The body, holding `busy` until it ends, counted by `probe`.
@@ -127,7 +127,7 @@ impl Drop for DoorBody {
     }
 }
 
-impl hyper::body::Body for Answer {
+impl hyper::body::Body for ResponseBody {
     type Data = Bytes;
     type Error = wasmtime_wasi_http::Error;
 
