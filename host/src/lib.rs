@@ -3,8 +3,9 @@
 //! and answers the door's imports from the session it keeps.
 //!
 //! Its folders are its layers, bottom to top (the README's layer table):
-//! `bindings`, `manifest`, `session`, `imports`, `sandbox`, `versions`,
-//! `listener`, `hosting`. The crate root re-exports what an embedder calls:
+//! `bindings` and `surface` (what both control surfaces are made of),
+//! `manifest`, `session`, `imports`, `sandbox`, `versions`, `listener`,
+//! `hosting`. The crate root re-exports what an embedder calls:
 //! a host of capsules ([`host::Host`], with [`roster::Entry`] and
 //! [`host_control`]) or one capsule's door ([`capsule::Capsule`]); the
 //! server, engine and imports beneath them ([`server::Server`] and its

@@ -48,11 +48,30 @@ pub fn target(rest: &str) -> Option<Target> {
     }
 }
 
+/// What no segment may hold, on a plane's path or in a manifest's exports
+/// (`host/src/manifest/planes.rs` refuses them too): a backslash, which
+/// some file systems read as a separator, and a NUL, which none can name.
+pub const REFUSED_IN_SEGMENT: [char; 2] = ['\\', '\0'];
+
+/// The segment that names the directory above, which leaves the workdir:
+/// no plane's path and no export has one.
+pub const PARENT: &str = "..";
+
+/// Whether `text`, decoded, can be one segment of a path inside the
+/// workdir: not empty, `.` or [`PARENT`], and holding no `/` nor anything
+/// [`REFUSED_IN_SEGMENT`]. The host holds a peer handle's path and each
+/// name it opens to the same rule.
+pub fn is_segment(text: &str) -> bool {
+    !(text.is_empty()
+        || text == "."
+        || text == PARENT
+        || text.contains('/')
+        || text.contains(REFUSED_IN_SEGMENT))
+}
+
 fn segment(raw: &str) -> Option<String> {
     let text = String::from_utf8(decode(raw)?).ok()?;
-    let refused =
-        text.is_empty() || text == "." || text == ".." || text.contains(['/', '\\', '\0']);
-    (!refused).then_some(text)
+    is_segment(&text).then_some(text)
 }
 
 /// `raw` with each `%XX` replaced by its byte; None for a `%` without two

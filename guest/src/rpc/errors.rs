@@ -1,8 +1,12 @@
 //! Every error the door answers, in one place: the JSON-RPC codes with their
 //! reasons and messages ("Errors", "Completion errors"), every -32602 text
 //! ([`InvalidParams`], grouped by the reference section that words it), and
-//! the HTTP refusals of the check order's steps 2, 3, 4 and 11 ("What the door
-//! answers"). The other modules name an error; none spells a message.
+//! every HTTP refusal ([`Refusal`]): the check order's steps 2 (the token),
+//! 3 (peer consent), 4 (the operator plane's scope), 5 (the 404 of anything
+//! but the card, a plane or a JSON-RPC POST) and 11 (a method's scope)
+//! ("What the door answers"), and a plane's own ("Planes": a file or
+//! handle not served, a method, a range, a listing's page). The other
+//! modules name an error; none spells a message.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;

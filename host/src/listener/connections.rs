@@ -180,9 +180,10 @@ impl Registered {
 /// A connection's socket whose writes fail once its client has taken no
 /// byte for `timeout` while an answer that is not an event stream waits to
 /// be written: hyper then drops the connection and the answer with it. A
-/// stream is left alone: what it queues is bounded (see the events
-/// import), it heartbeats, and its client may come back and be told it
-/// lagged.
+/// stream is left alone: what it queues is bounded (the response stream
+/// import's `--stream-queue-bytes`, and the events import, which tells a
+/// stream that falls behind it lagged), it heartbeats, and its client may
+/// come back.
 pub struct WriteDeadline<T> {
     io: T,
     registered: Arc<Registered>,

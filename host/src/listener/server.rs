@@ -482,19 +482,19 @@ impl Server {
         let span = tracing::Span::current();
         span.record("door", version);
         // The door's card as it answered it before: no instance needed.
-        let cacheable = card::cacheable(&parts);
-        if let Some(response) = cacheable.then(|| serving.live().card.get()).flatten() {
+        let keepable = card::keepable(&parts);
+        if let Some(response) = keepable.then(|| serving.live().card.get()).flatten() {
             drop(serving);
             tracing::debug!(
                 status = response.status().as_u16(),
                 micros = started.elapsed().as_micros() as u64,
-                cached = true,
+                kept_card = true,
                 "request"
             );
             let probe = self.probe(|| "card", response.status().as_u16(), started);
             return response.map(|body| ResponseBody::whole(body).busy(busy, probe));
         }
-        let cache = cacheable.then(|| serving.version());
+        let keep_card = keepable.then(|| serving.version());
         let authorization = parts.headers.get(hyper::header::AUTHORIZATION);
         let caller = Caller::of(
             self.stores.session.capsule.authenticated,
@@ -526,7 +526,7 @@ impl Server {
                 let run = (serving, owner, reuse_key);
                 let request = Request::from_parts(parts, body);
                 (
-                    self.admitted(request, caller, run, cache, &tally).await,
+                    self.admitted(request, caller, run, keep_card, &tally).await,
                     false,
                 )
             }
@@ -595,13 +595,13 @@ impl Server {
 
     /// The door's answer to a request, once admitted to an instance, or
     /// the host's when it is refused one or the door fails. A card the door
-    /// answered is kept for the requests after it (`cache`).
+    /// answered is kept for the requests after it (`keep_card`).
     async fn admitted(
         &self,
         request: Request<BoxedBody>,
         caller: Caller,
         (serving, owner, reuse_key): (Serving, Owner, ReuseKey),
-        cache: Option<Arc<Live>>,
+        keep_card: Option<Arc<Live>>,
         tally: &Tally,
     ) -> Response<ResponseBody> {
         let slot = match self.admission.admit(caller).await {
@@ -614,7 +614,7 @@ impl Server {
         };
         let run = self.run(serving, owner, reuse_key, request, slot, tally.clone());
         match run.await {
-            Ok(response) => match cache {
+            Ok(response) => match keep_card {
                 Some(live) => match live.card.keep(response).await {
                     Ok(kept) => kept.map(ResponseBody::whole),
                     Err(_) => Failure::Guest("the door's card was cut".into(), None)

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use murmur_door_guest::planes::exports::ExportSet;
 use murmur_door_guest::planes::on_plane;
+use murmur_door_guest::planes::paths::{PARENT, REFUSED_IN_SEGMENT, is_segment};
 pub use murmur_door_guest::planes::{FILES_PLANE, PEER_PLANE};
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use wasmtime_wasi::{FsPerms, WasiCtx};
@@ -68,10 +69,10 @@ fn check(pattern: &str) -> Result<(), &'static str> {
     if pattern.starts_with('/') {
         return Err("is absolute: exports are relative to the workdir");
     }
-    if pattern.contains('\0') || pattern.contains('\\') {
+    if pattern.contains(REFUSED_IN_SEGMENT) {
         return Err("holds a NUL or a backslash");
     }
-    if pattern.split('/').any(|s| s == "..") {
+    if pattern.split('/').any(|s| s == PARENT) {
         return Err("has a `..` segment: exports stay inside the workdir");
     }
     glob::Pattern::new(pattern).map_err(|e| e.msg)?;
@@ -265,8 +266,7 @@ impl Planes {
     /// name, or the file is missing, is reached through a link, or is not a
     /// regular file.
     pub fn open_file(&self, path: &[String]) -> Option<(std::fs::File, rustix::fs::Stat)> {
-        let name = |s: &String| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\0']);
-        if path.is_empty() || !path.iter().all(name) {
+        if path.is_empty() || !path.iter().all(|s| is_segment(s)) {
             return None;
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
@@ -442,6 +442,8 @@ mod tests {
         std::fs::create_dir_all(workdir.join("out/deep")).unwrap();
         std::fs::write(workdir.join("out/deep/a.txt"), "a").unwrap();
         std::fs::write(workdir.join("secret"), "s").unwrap();
+        // A name no plane's path can have, though this file system allows it.
+        std::fs::write(workdir.join("out/a\\b"), "b").unwrap();
         std::os::unix::fs::symlink("deep", workdir.join("out/link")).unwrap();
         std::os::unix::fs::symlink("../secret", workdir.join("out/up")).unwrap();
         rustix::fs::mkfifoat(
@@ -477,6 +479,7 @@ mod tests {
                 .is_none()
         );
         assert!(planes.open_file(&[]).is_none());
+        assert!(planes.open_file(&["out".into(), "a\\b".into()]).is_none());
         std::fs::remove_dir_all(&workdir).unwrap();
     }
 

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use murmur_door_guest::planes::exports::ExportSet;
+use murmur_door_guest::planes::paths::is_segment;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -220,17 +221,11 @@ fn hash(handle: &str) -> [u8; 32] {
 /// A workdir-relative file path as segments: no empty, `.` or `..`
 /// segment, no backslash or NUL, not absolute.
 fn workdir_path(path: &str) -> Result<Vec<String>, String> {
-    let bad = path.is_empty()
-        || path.starts_with('/')
-        || path.contains(['\\', '\0'])
-        || path
-            .split('/')
-            .any(|s| s.is_empty() || s == "." || s == "..");
-    match bad {
-        true => Err(format!(
+    match path.split('/').all(is_segment) {
+        true => Ok(path.split('/').map(String::from).collect()),
+        false => Err(format!(
             "path {path:?} must be workdir-relative, with no empty, '.' or '..' segment"
         )),
-        false => Ok(path.split('/').map(String::from).collect()),
     }
 }
 

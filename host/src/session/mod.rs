@@ -1,5 +1,7 @@
 //! The session a door answers for: the capsule's facts derived from the
-//! manifest at launch, its id, its minted tokens, and its tasks.
+//! manifest at launch, its id, its minted tokens, its tasks, what its
+//! planes export, the peer handles it minted, and what the operator asks
+//! of it on the control surface (`operator`).
 
 pub mod agents;
 pub mod handles;

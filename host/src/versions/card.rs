@@ -45,7 +45,7 @@ struct Card {
 /// request like it: a GET of the card's path (whatever its query) that asks
 /// for no comparison with a copy the client holds and presents no
 /// credential.
-pub fn cacheable(parts: &Parts) -> bool {
+pub fn keepable(parts: &Parts) -> bool {
     parts.method == Method::GET
         && parts.uri.path() == CARD_PATH
         && !parts.headers.contains_key(header::IF_NONE_MATCH)
@@ -78,7 +78,7 @@ impl KeptCard {
         Some(response)
     }
 
-    /// Reads the door's answer to a [`cacheable`] request whole, keeps it
+    /// Reads the door's answer to a [`keepable`] request whole, keeps it
     /// when it is a card the door lets a shared cache keep (status 200, at
     /// most [`MAX_CARD_BYTES`], see [`shareable`]), and gives it back whole.
     /// A body that fails is given back as its error.
@@ -116,31 +116,31 @@ mod tests {
 
     #[test]
     fn only_a_plain_get_of_the_card_is_kept() {
-        assert!(cacheable(&parts("GET", CARD_PATH, None)));
-        assert!(cacheable(&parts(
+        assert!(keepable(&parts("GET", CARD_PATH, None)));
+        assert!(keepable(&parts(
             "GET",
             "/.well-known/agent-card.json?x=1",
             None
         )));
-        assert!(!cacheable(&parts(
+        assert!(!keepable(&parts(
             "GET",
             CARD_PATH,
             Some(("authorization", "Bearer x"))
         )));
-        assert!(!cacheable(&parts("HEAD", CARD_PATH, None)));
-        assert!(!cacheable(&parts("POST", CARD_PATH, None)));
-        assert!(!cacheable(&parts("GET", "/", None)));
-        assert!(!cacheable(&parts(
+        assert!(!keepable(&parts("HEAD", CARD_PATH, None)));
+        assert!(!keepable(&parts("POST", CARD_PATH, None)));
+        assert!(!keepable(&parts("GET", "/", None)));
+        assert!(!keepable(&parts(
             "GET",
             "/.well-known/agent-card.json/",
             None
         )));
-        assert!(!cacheable(&parts(
+        assert!(!keepable(&parts(
             "GET",
             CARD_PATH,
             Some(("if-none-match", "*"))
         )));
-        assert!(!cacheable(&parts(
+        assert!(!keepable(&parts(
             "GET",
             CARD_PATH,
             Some(("If-Modified-Since", "Thu, 01 Jan 1970 00:00:00 GMT"))

@@ -19,11 +19,13 @@
 //! is written to the session row in the same transaction, so ids keep
 //! increasing across `--resume`.
 //!
-//! Opening the file (`open`) and each connection to it (`file`), its tables
-//! (`schema`), the reads and writes (`queries`), who sees a task
-//! (`visibility`), the conversions between columns and the generated types
-//! (`codecs`) and the copying of the log into the file, off the writer's
-//! connection (`checkpoint`), are modules of their own; this one holds the
+//! Opening the file (`open`) and each connection to it (`file`), the
+//! connections that only read (`readers`), its tables (`schema`), the reads
+//! and writes (`queries`), who sees a task (`visibility`), the conversions
+//! between columns and the generated types (`codecs`), the numbers of its
+//! committed writes, for reused answers (`writes`), and the copying of the
+//! log into the file, off the writer's connection (`checkpoint`), are
+//! modules of their own; this one holds the
 //! store and the records the hub writes with.
 
 mod checkpoint;
