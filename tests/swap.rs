@@ -377,7 +377,7 @@ fn the_card_is_kept_per_door_version() {
         .stop()
         .iter()
         .filter(|l| l.contains(CARD) && l.contains(" request status="))
-        .map(|l| (l.contains("door=1"), l.contains("cached=true")))
+        .map(|l| (l.contains("door=1"), l.contains("kept_card=true")))
         .collect();
     assert_eq!(
         answered,
