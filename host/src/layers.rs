@@ -40,10 +40,9 @@ const HOST: Layers = &[
     ("manifest", &[&["planes"]]),
     // The domain: process groups, tokens, peer handles, the task store and
     // hub, the agents, what the operator asks of the session, and the
-    // session over them. `tasks/` and `agents/`
-    // are one module each: their files still import back up (the session's
-    // hub is being split into types of its own), so no lines of theirs are
-    // checked yet.
+    // session over them. `tasks/` is one module: its files still import
+    // back up (the session's hub is being split into types of its own), so
+    // no lines of its are checked yet.
     (
         "session",
         &[
@@ -54,6 +53,13 @@ const HOST: Layers = &[
             &["agents", "operator"],
         ],
     ),
+    // The agents: the image files a process reads, then one agent a file
+    // (`stdio` a folder: its lines, then the process that speaks them).
+    (
+        "session/agents",
+        &[&["images"], &["command", "script", "stdio"]],
+    ),
+    ("session/agents/stdio", &[&["lines"], &["process"]]),
     // The door's imports: the request's context, then one file per WIT
     // interface over a view of it.
     (
@@ -371,16 +377,44 @@ fn module_of(relative: &Path) -> Vec<String> {
     path
 }
 
+/// The modules of `files` their folder declares under `#[cfg(test)]`
+/// (`#[cfg(test)] mod tests;`): test code, as the items `non_test_code`
+/// leaves out are.
+fn test_modules(files: &[(String, String)]) -> BTreeSet<Vec<String>> {
+    let mut tests = BTreeSet::new();
+    for (relative, source) in files {
+        let mut lines = source.lines().map(str::trim);
+        while let Some(line) = lines.next() {
+            if line != "#[cfg(test)]" {
+                continue;
+            }
+            let declared = lines.next().unwrap_or("");
+            let name = declared
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub ")
+                .strip_prefix("mod ")
+                .and_then(|rest| rest.strip_suffix(';'));
+            if let Some(name) = name {
+                let mut module = module_of(Path::new(relative));
+                module.push(name.to_string());
+                tests.insert(module);
+            }
+        }
+    }
+    tests
+}
+
 /// What is wrong with the sources of `files` (`(path from src/, text)`)
 /// against `layers`: a use that points up or sideways, a file no table
 /// lists, a listed module no file is. `skip` names the modules left out
-/// (this test).
+/// (this test); test modules are not checked.
 fn check(layers: Layers, files: &[(String, String)], skip: &[&str]) -> Vec<String> {
     let mut wrong = Vec::new();
     let mut seen = BTreeSet::new();
+    let tests = test_modules(files);
     for (relative, source) in files {
         let module = module_of(Path::new(relative));
-        if module.len() == 1 && skip.contains(&module[0].as_str()) {
+        if module.len() == 1 && skip.contains(&module[0].as_str()) || tests.contains(&module) {
             continue;
         }
         if !listed(layers, &module) {
@@ -606,6 +640,15 @@ fn an_import_back_up_is_found_at_any_depth() {
     }
     let unlisted = check(DEEP, &deep_sources(&[("high/inner/d.rs", "")]), &[]);
     assert_eq!(unlisted, ["high/inner/d.rs is in no line of its folder"]);
+    // A module its folder declares for tests alone is test code: unlisted,
+    // and free to use what it tests.
+    let mut tested = deep_sources(&[("high/inner/tests.rs", "use super::*;\nuse super::c::C;\n")]);
+    for (path, code) in &mut tested {
+        if path == "high/inner/mod.rs" {
+            code.push_str("#[cfg(test)]\nmod tests;\n");
+        }
+    }
+    assert_eq!(check(DEEP, &tested, &[]), Vec::<String>::new());
     let mut missing = deep_sources(&[]);
     missing.retain(|(p, _)| p != "high/inner/b.rs");
     assert_eq!(

@@ -23,8 +23,9 @@ use std::process::{ExitStatus, Stdio};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use super::images::ImageFiles;
-use super::{Agent, AgentFuture, Outcome, RunningTask, TaskInput};
 use crate::session::process::{self, GroupGuard, shell};
+use crate::session::tasks::RunningTask;
+use crate::session::tasks::agent::{Agent, AgentFuture, Outcome, TaskInput};
 
 /// The command agent (`--agent-cmd`): one `sh -c` of its command per task.
 #[derive(Clone, Debug)]

@@ -7,7 +7,7 @@
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 
-use super::Image;
+use crate::session::tasks::Image;
 
 /// A task's images as files, removed with it.
 pub struct ImageFiles {

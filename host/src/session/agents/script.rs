@@ -28,7 +28,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{Agent, AgentFuture, Child, Delegation, Image, Outcome, RunningTask, TaskInput};
+use crate::session::tasks::agent::{Agent, AgentFuture, Outcome, TaskInput};
+use crate::session::tasks::{Child, Delegation, Image, RunningTask};
 
 /// The script agent. Stateless: each task's text is its own script.
 #[derive(Clone, Copy, Debug, Default)]

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
-use crate::session::agents::FrameKind;
+use crate::session::tasks::events::FrameKind;
 use crate::session::tasks::{MemberStatus, Origin};
 
 /// The longest line either side writes, its newline included.

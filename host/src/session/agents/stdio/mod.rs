@@ -36,12 +36,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use super::images::ImageFiles;
-use super::{Agent, AgentFuture, Child, Delegation, FrameKind, Outcome, RunningTask, TaskInput};
-use crate::session::tasks::Image;
-use crate::session::tasks::agent::AgentFaults;
+use crate::session::tasks::agent::{Agent, AgentFaults, AgentFuture, Outcome, TaskInput};
+use crate::session::tasks::events::FrameKind;
+use crate::session::tasks::{Child, Delegation, Image, RunningTask};
 pub use lines::MAX_LINE_BYTES;
 use lines::{AgentLine, HostLine, ImageRef, Returned};
-use process::{Outbox, Process};
+use process::{Launch, Outbox, Process, Reports};
 
 /// Bytes of lines that may wait for an agent to read its stdin, a session.
 pub const MAX_WAITING_BYTES: usize = 4 << 20;
@@ -204,7 +204,13 @@ impl Shared {
             self.faults.restarts.fetch_add(1, Ordering::Relaxed);
         }
         let generation = state.started;
-        match Process::spawn(self, generation) {
+        let launch = Launch {
+            command: &self.command,
+            workdir: &self.workdir,
+            capsule: &self.capsule,
+            max_waiting: self.max_waiting,
+        };
+        match Process::spawn(&launch, self.clone(), generation) {
             Ok(process) => {
                 tracing::info!(capsule = %self.capsule, pid = process.pgid, generation, "agent started");
                 state.process = Some(process);
@@ -275,61 +281,6 @@ impl Shared {
         let _ = process
             .outbox
             .send(HostLine::Cancel { task: id }.to_bytes());
-    }
-
-    /// Process `generation` has ended: every task it held fails with `why`
-    /// (unless the session is closing: tasks then keep their state).
-    fn ended(&self, generation: u64, lived: Duration, why: String) {
-        let mut state = self.lock();
-        if state.process.as_ref().map(|p| p.generation) == Some(generation) {
-            state.process = None;
-        }
-        state.last_end = Some(Instant::now());
-        state.young = if lived < YOUNG { state.young + 1 } else { 0 };
-        let closed = state.closed;
-        let held: Vec<Held> = state
-            .held
-            .extract_if(|_, h| h.generation == generation)
-            .map(|(_, held)| held)
-            .collect();
-        drop(state);
-        tracing::warn!(capsule = %self.capsule, generation, tasks = held.len(), "{why}");
-        if !closed {
-            for held in held {
-                let _ = held.done.send(Outcome::Failed(why.clone()));
-            }
-        }
-    }
-
-    /// A line process `generation` wrote.
-    fn act(&self, generation: u64, outbox: &Outbox, line: &[u8]) {
-        let (id, line) = match lines::parse(line) {
-            Ok(parsed) => parsed,
-            Err(why) => return self.ignore(&why),
-        };
-        let mut state = self.lock();
-        let Some(held) = state
-            .held
-            .get(&id)
-            .filter(|held| held.generation == generation)
-        else {
-            drop(state);
-            return self.ignore(&format!("names {id:?}, no task the agent holds"));
-        };
-        let (task, wants) = (held.task.clone(), held.wants.clone());
-        let outcome = match line {
-            AgentLine::Reply(text) => Outcome::Completed(text),
-            AgentLine::Fail(text) => Outcome::Failed(text),
-            AgentLine::NoAnswer(text) => Outcome::NoAnswer(text),
-            line => {
-                drop(state);
-                return self.report(line, &task, &wants, outbox);
-            }
-        };
-        // The ending: the task is no longer the agent's.
-        if let Some(held) = state.held.remove(&id) {
-            let _ = held.done.send(outcome);
-        }
     }
 
     /// What a line other than an ending asks of `task`, done outside the
@@ -414,15 +365,6 @@ impl Shared {
         self.log_fault(why);
     }
 
-    /// A line over the limit, dropped.
-    fn drop_line(&self) {
-        self.faults.dropped.fetch_add(1, Ordering::Relaxed);
-        self.log_fault(&format!(
-            "a line over {} bytes was dropped",
-            lines::MAX_LINE_BYTES
-        ));
-    }
-
     fn log_fault(&self, why: &str) {
         let mut logged = self.logged.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
@@ -441,6 +383,72 @@ impl Shared {
             tracing::warn!(capsule = %self.capsule, "agent line ignored: {why}");
         } else {
             logged.suppressed += 1;
+        }
+    }
+}
+
+impl Reports for Shared {
+    /// A line process `generation` wrote.
+    fn line(&self, generation: u64, outbox: &Outbox, line: &[u8]) {
+        let (id, line) = match lines::parse(line) {
+            Ok(parsed) => parsed,
+            Err(why) => return self.ignore(&why),
+        };
+        let mut state = self.lock();
+        let Some(held) = state
+            .held
+            .get(&id)
+            .filter(|held| held.generation == generation)
+        else {
+            drop(state);
+            return self.ignore(&format!("names {id:?}, no task the agent holds"));
+        };
+        let (task, wants) = (held.task.clone(), held.wants.clone());
+        let outcome = match line {
+            AgentLine::Reply(text) => Outcome::Completed(text),
+            AgentLine::Fail(text) => Outcome::Failed(text),
+            AgentLine::NoAnswer(text) => Outcome::NoAnswer(text),
+            line => {
+                drop(state);
+                return self.report(line, &task, &wants, outbox);
+            }
+        };
+        // The ending: the task is no longer the agent's.
+        if let Some(held) = state.held.remove(&id) {
+            let _ = held.done.send(outcome);
+        }
+    }
+
+    /// A line over the limit, dropped.
+    fn line_too_long(&self) {
+        self.faults.dropped.fetch_add(1, Ordering::Relaxed);
+        self.log_fault(&format!(
+            "a line over {} bytes was dropped",
+            lines::MAX_LINE_BYTES
+        ));
+    }
+
+    /// Process `generation` has ended: every task it held fails with `why`
+    /// (unless the session is closing: tasks then keep their state).
+    fn ended(&self, generation: u64, lived: Duration, why: String) {
+        let mut state = self.lock();
+        if state.process.as_ref().map(|p| p.generation) == Some(generation) {
+            state.process = None;
+        }
+        state.last_end = Some(Instant::now());
+        state.young = if lived < YOUNG { state.young + 1 } else { 0 };
+        let closed = state.closed;
+        let held: Vec<Held> = state
+            .held
+            .extract_if(|_, h| h.generation == generation)
+            .map(|(_, held)| held)
+            .collect();
+        drop(state);
+        tracing::warn!(capsule = %self.capsule, generation, tasks = held.len(), "{why}");
+        if !closed {
+            for held in held {
+                let _ = held.done.send(Outcome::Failed(why.clone()));
+            }
         }
     }
 }

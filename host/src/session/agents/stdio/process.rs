@@ -2,6 +2,7 @@
 //! a bounded outbox, its stdout read line by line into the session, its
 //! stderr logged; when it ends, the session hears why.
 
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +12,6 @@ use tokio::io::{AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::{mpsc, watch};
 
-use super::Shared;
 use super::lines::{self, HostLine, MAX_LINE_BYTES, Read};
 use crate::session::process::{self, shell};
 
@@ -24,6 +24,26 @@ const EXIT_AFTER_CLOSE: Duration = Duration::from_millis(200);
 
 /// A stderr line is logged up to this many bytes.
 const MAX_LOGGED_LINE: usize = 4096;
+
+/// What a process is started from: the command, where it runs, whose it
+/// is, and the bytes of lines that may wait for it.
+pub struct Launch<'a> {
+    pub command: &'a str,
+    pub workdir: &'a Path,
+    pub capsule: &'a str,
+    pub max_waiting: usize,
+}
+
+/// Where a process reports what it wrote, and its end: the session it
+/// serves.
+pub trait Reports: Send + Sync + 'static {
+    /// A line process `generation` wrote; `outbox` reaches it.
+    fn line(&self, generation: u64, outbox: &Outbox, line: &[u8]);
+    /// A line over [`MAX_LINE_BYTES`], dropped whole.
+    fn line_too_long(&self);
+    /// Process `generation` ended after `lived`, for `why`.
+    fn ended(&self, generation: u64, lived: Duration, why: String);
+}
 
 /// Where the lines for one process wait, [`Outbox::max`] bytes at most.
 #[derive(Clone)]
@@ -78,9 +98,13 @@ pub struct Stopping {
 impl Process {
     /// Starts the session's command; a task of its own reads it until it
     /// ends, then tells the session.
-    pub fn spawn(shared: &Arc<Shared>, generation: u64) -> std::io::Result<Process> {
-        let mut child = shell(&shared.command)
-            .current_dir(&shared.workdir)
+    pub fn spawn(
+        launch: &Launch<'_>,
+        reports: Arc<dyn Reports>,
+        generation: u64,
+    ) -> std::io::Result<Process> {
+        let mut child = shell(launch.command)
+            .current_dir(launch.workdir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -94,16 +118,16 @@ impl Process {
         let outbox = Outbox {
             lines: sender,
             waiting: Arc::new(AtomicUsize::new(0)),
-            max: shared.max_waiting,
+            max: launch.max_waiting,
         };
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
         let (ended_sender, ended) = watch::channel(false);
         tokio::spawn(write_lines(stdin, receiver, outbox.waiting.clone()));
-        tokio::spawn(log_stderr(shared.capsule.clone(), stderr));
+        tokio::spawn(log_stderr(launch.capsule.to_string(), stderr));
         tokio::spawn(supervise(
-            shared.clone(),
+            reports,
             generation,
             pgid,
             child,
@@ -205,7 +229,7 @@ async fn log_stderr(capsule: String, stderr: impl AsyncRead + Unpin) {
 /// Reads the process's lines until its stdout closes or it exits, then
 /// tells the session it ended, and why.
 async fn supervise(
-    shared: Arc<Shared>,
+    reports: Arc<dyn Reports>,
     generation: u64,
     pgid: i32,
     mut child: Child,
@@ -215,7 +239,7 @@ async fn supervise(
 ) {
     let started = Instant::now();
     let mut stdout = BufReader::with_capacity(64 << 10, stdout);
-    let reading = read_all(&shared, generation, &outbox, &mut stdout);
+    let reading = read_all(&*reports, generation, &outbox, &mut stdout);
     tokio::pin!(reading);
     let mut read = false;
     let status = tokio::select! {
@@ -262,12 +286,12 @@ async fn supervise(
         }
     };
     ended.send_replace(true);
-    shared.ended(generation, started.elapsed(), why);
+    reports.ended(generation, started.elapsed(), why);
 }
 
 /// Acts on every line until the end of stdout or an error reading it.
 async fn read_all(
-    shared: &Shared,
+    reports: &dyn Reports,
     generation: u64,
     outbox: &Outbox,
     stdout: &mut BufReader<impl AsyncRead + Unpin>,
@@ -275,8 +299,8 @@ async fn read_all(
     let mut line = Vec::new();
     loop {
         match lines::read_line(stdout, &mut line, MAX_LINE_BYTES).await {
-            Ok(Read::Line) => shared.act(generation, outbox, &line),
-            Ok(Read::TooLong) => shared.drop_line(),
+            Ok(Read::Line) => reports.line(generation, outbox, &line),
+            Ok(Read::TooLong) => reports.line_too_long(),
             Ok(Read::End) | Err(_) => return,
         }
     }
