@@ -270,6 +270,45 @@ fn send_streaming_message_ends_after_the_terminal_status() {
     assert!(kinds.contains(&"frame text".to_string()), "{kinds:?}");
 }
 
+// A task its agent ends at once publishes its statuses and its response
+// together: the first stream to meet them has them framed on one instance
+// (the door's `framing` export), and each stream writes every event of the
+// burst, in order, with its own request id, as every other stream does.
+#[test]
+fn a_burst_of_events_is_framed_once_for_every_stream() {
+    let door = Door::start(SINGLE);
+    let mut session = watch(&door, &[]);
+    session.next();
+    let events = streaming(&door, 7, "reply burst", None, &[]).rest();
+    assert_ids(&events, json!(7));
+    let kinds: Vec<String> = events.iter().map(kind).collect();
+    assert_eq!(
+        kinds[kinds.len() - 2..],
+        [
+            "artifact response".to_string(),
+            "status TASK_STATE_COMPLETED".to_string()
+        ]
+    );
+    let mut watched = Vec::new();
+    while watched.last().is_none_or(|e: &SseEvent| {
+        e.data["result"]["statusUpdate"]["status"]["state"] != "TASK_STATE_COMPLETED"
+    }) {
+        watched.push(session.next());
+    }
+    assert_ids(&watched, json!("watch"));
+    let numbered = |events: &[SseEvent]| -> Vec<(Option<u64>, Value)> {
+        events
+            .iter()
+            .filter(|e| e.id.is_some())
+            .map(|e| (e.id, e.data["result"].clone()))
+            .collect()
+    };
+    let streamed = numbered(&events);
+    assert!(streamed.len() >= 2, "{kinds:?}");
+    let watched = numbered(&watched);
+    assert_eq!(watched[watched.len() - streamed.len()..], streamed[..]);
+}
+
 // SendStreamingMessage ends its turn at TASK_STATE_INPUT_REQUIRED; the reply
 // streams the resumed TASK_STATE_WORKING and the rest. SubscribeToTask
 // stays open through the pause to the end.

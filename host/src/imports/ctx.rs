@@ -40,16 +40,17 @@ pub const fn stream_chunks(queue_bytes: usize) -> usize {
 /// Where a one-call answer's head goes: the request's response.
 pub type HeadSender = oneshot::Sender<Result<Response<HyperOutgoingBody>, ErrorCode>>;
 
-/// An event's framing: its SSE bytes and where the request id goes; none
-/// when the door could not frame it.
-pub type Framed = Pin<Box<dyn Future<Output = Option<(Vec<u8>, usize)>> + Send>>;
+/// Events' framings, in their order: each its SSE bytes and where the
+/// request id goes; none for one the door could not frame.
+pub type Framed = Pin<Box<dyn Future<Output = Vec<Option<(Vec<u8>, usize)>>> + Send>>;
 
-/// Frames an event as one door version does, on an instance of its own
+/// Frames events as one door version does, on an instance of their own
 /// (the door's `framing` export).
 pub trait FrameEvents: Send + Sync {
-    /// Frames `event` for a stream: its SSE bytes and where the request id
-    /// goes, or None when the door could not frame it.
-    fn frame(self: Arc<Self>, event: Arc<Event>) -> Framed;
+    /// Frames `events` for the streams, one after the other on one
+    /// instance: each its SSE bytes and where the request id goes, or None
+    /// when the door could not frame it.
+    fn frame(self: Arc<Self>, events: Vec<Arc<Event>>) -> Framed;
 }
 
 /// What the door's imports answer from, per request.

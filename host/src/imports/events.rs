@@ -147,16 +147,19 @@ impl HostEvents for DoorCtxView<'_> {
             let read = match &framer {
                 Some(framer) => match reader.read_claiming() {
                     Some(Claimed::Read(read)) => Some(read),
-                    Some(Claimed::Frame(event)) => {
-                        // In a task of its own: the framing is kept for
-                        // every stream, whatever becomes of this one.
+                    Some(Claimed::Frame(events)) => {
+                        // In a task of its own: the framings are kept for
+                        // every stream, whatever becomes of this one. Each
+                        // claim is reported, framed or not.
                         let (log, version) = reader.log();
                         let log = log.clone();
                         let framer = framer.clone();
                         tokio::spawn(async move {
-                            let id = event.id;
-                            let framed = framer.frame(event).await;
-                            log.framed(id, version, framed);
+                            let ids: Vec<u64> = events.iter().map(|event| event.id).collect();
+                            let mut framed = framer.frame(events).await.into_iter();
+                            for id in ids {
+                                log.framed(id, version, framed.next().flatten());
+                            }
                         });
                         continue;
                     }

@@ -1,7 +1,9 @@
 //! Events framed apart from the streams that deliver them. The first stream
-//! of a door version to meet an event not framed yet claims it, and the
-//! host has the door's `framing` export frame it on an instance of its own,
-//! which is dropped once the framing is kept in the replay buffer. Every
+//! of a door version to meet an event not framed yet claims it, with the
+//! unframed events after it that the stream reads too (a task's statuses
+//! and artifact, published together), and the host has the door's
+//! `framing` export frame them one after the other on an instance of their
+//! own, which is dropped once the framings are kept in the replay buffer. Every
 //! stream of the version then passes that framing on, so no stream's
 //! instance ever holds an event's bytes: what a stream whose client does not
 //! read holds stays what it queued, whatever the size of its events.
@@ -39,56 +41,84 @@ impl Framer {
         })
     }
 
-    async fn run(&self, event: &Event) -> wasmtime::Result<Framed> {
-        let indices = self
-            .door
-            .framing
-            .as_ref()
-            .ok_or_else(|| wasmtime::Error::msg("the door does not export framing"))?;
+    /// `events` framed one after the other on one instance; a failure
+    /// (a trap leaves the instance unusable) fails the events not framed
+    /// yet with it.
+    async fn run(&self, events: &[Arc<Event>]) -> Vec<Result<Framed, String>> {
+        let Some(indices) = self.door.framing.as_ref() else {
+            return failed(events.len(), "the door does not export framing");
+        };
         let _slot = self.door.engine.framing_slot().await;
         let mut store = self.stores.store(&self.door.engine);
         store.data_mut().door.version = self.version;
         let meter = store.data().cpu.clone();
         cpu::metered(&meter, async {
-            let instance = self.door.pre.instantiate_async(&mut store).await?;
-            let framing = indices.load(&mut store, &instance)?;
-            framing
-                .murmur_door_framing()
-                .call_frame(&mut store, event)
-                .await
+            let instance = match self.door.pre.instantiate_async(&mut store).await {
+                Ok(instance) => instance,
+                Err(e) => return failed(events.len(), &format!("{e:#}")),
+            };
+            let framing = match indices.load(&mut store, &instance) {
+                Ok(framing) => framing,
+                Err(e) => return failed(events.len(), &format!("{e:#}")),
+            };
+            let mut framed = Vec::with_capacity(events.len());
+            for event in events {
+                let call = framing.murmur_door_framing().call_frame(&mut store, event);
+                match call.await {
+                    Ok(one) => framed.push(Ok(one)),
+                    Err(e) => {
+                        let left = events.len() - framed.len();
+                        framed.extend(failed(left, &format!("{e:#}")));
+                        break;
+                    }
+                }
+            }
+            framed
         })
         .await
     }
 }
 
+/// `count` failures saying `why`.
+fn failed(count: usize, why: &str) -> Vec<Result<Framed, String>> {
+    vec![Err(why.to_string()); count]
+}
+
 impl FrameEvents for Framer {
-    fn frame(self: Arc<Self>, event: Arc<Event>) -> Framing {
+    fn frame(self: Arc<Self>, events: Vec<Arc<Event>>) -> Framing {
         Box::pin(async move {
-            let failure = match self.run(&event).await {
-                Ok(framed)
-                    if framed.id == event.id
-                        && framed.request_id_at as usize <= framed.sse.len() =>
-                {
-                    return Some((framed.sse, framed.request_id_at as usize));
-                }
-                Ok(framed) => format!(
-                    "the door framed event {} as event {}, its request id at {} of {} bytes",
-                    event.id,
-                    framed.id,
-                    framed.request_id_at,
-                    framed.sse.len()
-                ),
-                Err(e) => format!("{e:#}"),
-            };
-            if !self.warned.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    door = self.version,
-                    event = event.id,
-                    error = %failure,
-                    "the door could not frame an event apart: its streams frame what it cannot"
-                );
-            }
-            None
+            let framed = self.run(&events).await;
+            events
+                .iter()
+                .zip(framed)
+                .map(|(event, framed)| {
+                    let failure = match framed {
+                        Ok(framed)
+                            if framed.id == event.id
+                                && framed.request_id_at as usize <= framed.sse.len() =>
+                        {
+                            return Some((framed.sse, framed.request_id_at as usize));
+                        }
+                        Ok(framed) => format!(
+                            "the door framed event {} as event {}, its request id at {} of {} bytes",
+                            event.id,
+                            framed.id,
+                            framed.request_id_at,
+                            framed.sse.len()
+                        ),
+                        Err(why) => why,
+                    };
+                    if !self.warned.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            door = self.version,
+                            event = event.id,
+                            error = %failure,
+                            "the door could not frame an event apart: its streams frame what it cannot"
+                        );
+                    }
+                    None
+                })
+                .collect()
         })
     }
 }

@@ -252,13 +252,19 @@ struct Claim {
     failed: bool,
 }
 
+/// Events one claim holds at most: framed together, on one instance.
+pub const FRAME_BATCH: usize = 16;
+
 /// What [`Reader::read_claiming`] read.
 pub enum Claimed {
     /// As [`Reader::read`] reads it.
     Read(Read),
-    /// An event no door of the reader's version framed yet: the reader is
-    /// to have it framed, then report with [`EventLog::framed`].
-    Frame(Arc<Event>),
+    /// Events no door of the reader's version framed yet, oldest first: the
+    /// next one the reader reads, and those after it the reader reads too
+    /// that nothing of its version framed or claimed ([`FRAME_BATCH`] in
+    /// all at most). The reader is to have them framed, then report each
+    /// with [`EventLog::framed`].
+    Frame(Vec<Arc<Event>>),
     /// Another reader is having the next event framed: wait for a change
     /// ([`Reader::changed`]).
     Wait,
@@ -595,6 +601,38 @@ enum Next {
     Nothing,
 }
 
+/// Claims for `version` the event at `index` of `buffer`, which `cursor`
+/// reads next, and the events after it `cursor` reads until one that
+/// `version` framed or claimed, [`FRAME_BATCH`] in all at most.
+fn claim_from(buffer: &mut Buffer, cursor: &Cursor, index: usize, version: u64) -> Vec<Arc<Event>> {
+    let end = buffer.closed_at.unwrap_or(buffer.latest);
+    let last = ((end + 1).saturating_sub(buffer.first) as usize).min(buffer.events.len());
+    let mut claimed = Vec::new();
+    for entry in buffer.events.range_mut(index..last) {
+        if claimed.len() == FRAME_BATCH {
+            break;
+        }
+        if cursor
+            .task_id
+            .as_ref()
+            .is_some_and(|task| entry.event.task_id != *task)
+        {
+            continue;
+        }
+        let taken = entry.framed.iter().any(|f| f.version == version)
+            || entry.claims.iter().any(|c| c.version == version);
+        if taken {
+            break;
+        }
+        entry.claims.push(Claim {
+            version,
+            failed: false,
+        });
+        claimed.push(entry.event.clone());
+    }
+    claimed
+}
+
 impl Cursor {
     /// What comes next, passing over the events of other tasks.
     fn peek(&mut self, buffer: &Buffer) -> Next {
@@ -679,7 +717,9 @@ impl Reader {
     }
 
     /// As [`Reader::read`], but an event its version has not framed is
-    /// framed apart, once: the first reader to meet it claims it
+    /// framed apart, once: the first reader to meet it claims it, with the
+    /// unframed events after it that it reads too, which a stream's burst
+    /// (a task's statuses and its artifact) then costs one instance
     /// ([`Claimed::Frame`]), the others wait for the framing
     /// ([`Claimed::Wait`]), and none moves past it until it is framed or
     /// could not be (then it is read as an event).
@@ -728,11 +768,8 @@ impl Reader {
                     if claiming && framing.is_none() {
                         match entry.claims.iter().find(|c| c.version == version) {
                             None => {
-                                entry.claims.push(Claim {
-                                    version,
-                                    failed: false,
-                                });
-                                return Some(Claimed::Frame(entry.event.clone()));
+                                let claimed = claim_from(&mut buffer, &*cursor, index, version);
+                                return Some(Claimed::Frame(claimed));
                             }
                             Some(claim) if !claim.failed => return Some(Claimed::Wait),
                             Some(_) => {}

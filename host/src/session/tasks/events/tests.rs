@@ -363,7 +363,10 @@ fn a_session_reader_that_falls_behind_reads_lagged_then_the_live_edge() {
 fn claim(reader: &mut Reader) -> Option<String> {
     Some(match reader.read_claiming()? {
         Claimed::Read(read) => line(&read.into_delivery()),
-        Claimed::Frame(event) => format!("frame {}", event.id),
+        Claimed::Frame(events) => {
+            let ids: Vec<String> = events.iter().map(|e| e.id.to_string()).collect();
+            format!("frame {}", ids.join(" "))
+        }
         Claimed::Wait => "wait".to_string(),
     })
 }
@@ -378,12 +381,12 @@ fn an_event_is_framed_once_by_the_reader_that_claims_it() {
     let mut second = log.session_reader(None).for_version(1);
     let mut other = log.session_reader(None).for_version(2);
     publish(&log, 1, "a");
-    publish(&log, 2, "a");
     assert_eq!(claim(&mut first).as_deref(), Some("frame 1"));
     assert_eq!(claim(&mut second).as_deref(), Some("wait"));
     assert_eq!(claim(&mut first).as_deref(), Some("wait"));
     // Another version frames its own.
     assert_eq!(claim(&mut other).as_deref(), Some("frame 1"));
+    publish(&log, 2, "a");
     log.framed(
         1,
         1,
@@ -404,6 +407,46 @@ data: {"id":<id>,"n":1}
     // So is a reader of a version whose framing failed.
     log.framed(1, 2, None);
     assert_eq!(claim(&mut other).as_deref(), Some("1 a working"));
+}
+
+// A claim takes the unframed events after the first that its reader reads
+// too, so that a burst (a task's statuses and artifact) is framed on one
+// instance: a task reader passes over other tasks' events, a claim stops
+// at an event its version framed or claimed, and holds FRAME_BATCH at most.
+#[test]
+fn a_claim_takes_the_burst_its_reader_reads() {
+    let log = EventLog::new(64, 0);
+    let mut task = log.task_reader("a", None).for_version(1);
+    let mut session = log.session_reader(None).for_version(1);
+    for (id, task) in [(1, "a"), (2, "b"), (3, "a"), (4, "a")] {
+        publish(&log, id, task);
+    }
+    assert_eq!(claim(&mut task).as_deref(), Some("frame 1 3 4"));
+    // Event 1 is claimed: the session reader waits for it, then claims
+    // what the task reader left.
+    assert_eq!(claim(&mut session).as_deref(), Some("wait"));
+    for id in [1, 3, 4] {
+        log.framed(id, 1, None);
+    }
+    assert_eq!(claim(&mut session).as_deref(), Some("1 a working"));
+    assert_eq!(claim(&mut session).as_deref(), Some("frame 2"));
+    // A claim stops at an event its version claimed.
+    for id in 5..=7 {
+        publish(&log, id, "c");
+    }
+    let mut late = log.session_reader(Some(5)).for_version(1);
+    assert_eq!(claim(&mut late).as_deref(), Some("frame 6 7"));
+    let mut early = log.session_reader(Some(4)).for_version(1);
+    assert_eq!(claim(&mut early).as_deref(), Some("frame 5"));
+    // And holds FRAME_BATCH at most.
+    let batch = FRAME_BATCH as u64;
+    let mut burst = log.task_reader("d", None).for_version(2);
+    for id in 8..8 + batch + 2 {
+        publish(&log, id, "d");
+    }
+    let claimed = claim(&mut burst).unwrap();
+    let ids: Vec<String> = (8..8 + batch).map(|id| id.to_string()).collect();
+    assert_eq!(claimed, format!("frame {}", ids.join(" ")));
 }
 
 #[test]
