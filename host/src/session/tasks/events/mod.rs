@@ -254,6 +254,11 @@ struct Claim {
 
 /// Events one claim holds at most: framed together, on one instance.
 pub const FRAME_BATCH: usize = 16;
+/// A claim takes an event after its first only while the events it holds
+/// stay within these bytes: a large one is framed alone, so that the
+/// framings kept at once stay small beside the replay buffer's bound, and
+/// its readers read each before the next is kept.
+pub const FRAME_BATCH_BYTES: usize = 16 << 10;
 
 /// What [`Reader::read_claiming`] read.
 pub enum Claimed {
@@ -603,11 +608,13 @@ enum Next {
 
 /// Claims for `version` the event at `index` of `buffer`, which `cursor`
 /// reads next, and the events after it `cursor` reads until one that
-/// `version` framed or claimed, [`FRAME_BATCH`] in all at most.
+/// `version` framed or claimed, [`FRAME_BATCH`] in all at most, and
+/// [`FRAME_BATCH_BYTES`] but for the first.
 fn claim_from(buffer: &mut Buffer, cursor: &Cursor, index: usize, version: u64) -> Vec<Arc<Event>> {
     let end = buffer.closed_at.unwrap_or(buffer.latest);
     let last = ((end + 1).saturating_sub(buffer.first) as usize).min(buffer.events.len());
     let mut claimed = Vec::new();
+    let mut bytes = 0;
     for entry in buffer.events.range_mut(index..last) {
         if claimed.len() == FRAME_BATCH {
             break;
@@ -621,9 +628,11 @@ fn claim_from(buffer: &mut Buffer, cursor: &Cursor, index: usize, version: u64) 
         }
         let taken = entry.framed.iter().any(|f| f.version == version)
             || entry.claims.iter().any(|c| c.version == version);
-        if taken {
+        let size = event_bytes(&entry.event);
+        if taken || !claimed.is_empty() && bytes + size > FRAME_BATCH_BYTES {
             break;
         }
+        bytes += size;
         entry.claims.push(Claim {
             version,
             failed: false,

@@ -447,6 +447,15 @@ fn a_claim_takes_the_burst_its_reader_reads() {
     let claimed = claim(&mut burst).unwrap();
     let ids: Vec<String> = (8..8 + batch).map(|id| id.to_string()).collect();
     assert_eq!(claimed, format!("frame {}", ids.join(" ")));
+    // And FRAME_BATCH_BYTES but for its first: a large event is framed alone.
+    let mut large = log.task_reader("e", None).for_version(3);
+    let next = 8 + batch + 2;
+    for id in next..next + 2 {
+        let message = "x".repeat(FRAME_BATCH_BYTES * 2 / 3);
+        let body = status(TaskState::Working, Some(message), None, id as i64);
+        log.publish(id..id + 1, "e", "ctx_1", vec![body]);
+    }
+    assert_eq!(claim(&mut large), Some(format!("frame {next}")));
 }
 
 #[test]
