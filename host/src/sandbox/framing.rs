@@ -3,8 +3,8 @@
 //! unframed events after it that the stream reads too (a task's statuses
 //! and artifact, published together), and the host has the door's
 //! `framing` export frame them one after the other on an instance of their
-//! own, which is dropped once the framings are kept in the replay buffer. Every
-//! stream of the version then passes that framing on, so no stream's
+//! own, which is dropped once the framings are kept in the replay buffer.
+//! Every stream of the version then passes that framing on, so no stream's
 //! instance ever holds an event's bytes: what a stream whose client does not
 //! read holds stays what it queued, whatever the size of its events.
 
@@ -52,30 +52,21 @@ impl Framer {
         let mut store = self.stores.store(&self.door.engine);
         store.data_mut().door.version = self.version;
         let meter = store.data().cpu.clone();
-        cpu::metered(&meter, async {
-            let instance = match self.door.pre.instantiate_async(&mut store).await {
-                Ok(instance) => instance,
-                Err(e) => return failed(events.len(), &format!("{e:#}")),
-            };
-            let framing = match indices.load(&mut store, &instance) {
-                Ok(framing) => framing,
-                Err(e) => return failed(events.len(), &format!("{e:#}")),
-            };
-            let mut framed = Vec::with_capacity(events.len());
+        let mut framed = Vec::with_capacity(events.len());
+        let ran = cpu::metered(&meter, async {
+            let instance = self.door.pre.instantiate_async(&mut store).await?;
+            let framing = indices.load(&mut store, &instance)?;
             for event in events {
                 let call = framing.murmur_door_framing().call_frame(&mut store, event);
-                match call.await {
-                    Ok(one) => framed.push(Ok(one)),
-                    Err(e) => {
-                        let left = events.len() - framed.len();
-                        framed.extend(failed(left, &format!("{e:#}")));
-                        break;
-                    }
-                }
+                framed.push(Ok(call.await?));
             }
-            framed
+            Ok::<_, wasmtime::Error>(())
         })
-        .await
+        .await;
+        if let Err(e) = ran {
+            framed.extend(failed(events.len() - framed.len(), &format!("{e:#}")));
+        }
+        framed
     }
 }
 
