@@ -30,4 +30,5 @@ mod standalone;
 mod streams;
 mod swap;
 mod tasks;
+mod traces;
 mod visibility;

@@ -25,8 +25,8 @@ const HOST: Layers = &[
         "",
         &[
             // The WIT as Rust types and host traits; what both control
-            // surfaces are made of.
-            &["bindings", "surface"],
+            // surfaces are made of; the log and the traces.
+            &["bindings", "surface", "telemetry"],
             &["manifest"],
             &["session"],
             &["imports"],

@@ -3,7 +3,8 @@
 //! and answers the door's imports from the session it keeps.
 //!
 //! Its folders are its layers, bottom to top (the README's layer table):
-//! `bindings` and `surface` (what both control surfaces are made of),
+//! `bindings`, `surface` (what both control surfaces are made of) and
+//! `telemetry` (the log and the traces),
 //! `manifest`, `session`, `imports`, `sandbox`, `versions`, `listener`,
 //! `hosting`. The crate root re-exports what an embedder calls:
 //! a host of capsules ([`host::Host`], with [`roster::Entry`] and
@@ -30,6 +31,7 @@ pub mod manifest;
 mod sandbox;
 pub mod session;
 mod surface;
+mod telemetry;
 mod versions;
 
 pub use hosting::{capsule, host, host_control, roster};
@@ -47,6 +49,10 @@ pub use versions::{control, swap};
 pub mod internal {
     pub use crate::listener::{accept, admission, connections};
     pub use crate::sandbox::{cpu, memory};
+    /// The log and the traces, as the binary installs them.
+    pub mod telemetry {
+        pub use crate::telemetry::{Tracing, install};
+    }
     pub use crate::versions::reuse;
 }
 

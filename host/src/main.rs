@@ -1,7 +1,6 @@
 //! `murmur-door`: runs a capsule's door standalone.
 
 use std::cell::Cell;
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,7 +10,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
-use tracing_subscriber::EnvFilter;
 
 use murmur_door_host::agents::{Agents, CommandAgent, ScriptAgent, StdioAgent};
 use murmur_door_host::cache::{CompileCache, Compiled};
@@ -26,6 +24,7 @@ use murmur_door_host::internal::connections;
 use murmur_door_host::internal::cpu;
 use murmur_door_host::internal::memory;
 use murmur_door_host::internal::reuse;
+use murmur_door_host::internal::telemetry;
 use murmur_door_host::manifest::Manifest;
 use murmur_door_host::proxies::{self, ClientHeader, TrustedProxies};
 use murmur_door_host::request;
@@ -392,16 +391,6 @@ impl DoorArgs {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        // A log line that cannot be written (its reader has gone) is lost;
-        // reporting that with eprintln! would panic and end every capsule.
-        .log_internal_errors(false)
-        .init();
     let command = Cli::parse().command;
     // A write past the file-size limit fails (EFBIG), and the request that
     // needed it is answered -32603, rather than the signal ending the door.
@@ -424,6 +413,9 @@ fn main() -> ExitCode {
     // A worker going idle gives back what mimalloc keeps for it.
     runtime.on_thread_park(give_back_freed_memory);
     let runtime = runtime.enable_all().build().expect("a tokio runtime");
+    // The log, and the traces when the OpenTelemetry variables name a
+    // collector: they are sent on the runtime.
+    let tracing = telemetry::install(runtime.handle().clone());
     // Wakes a worker every second, so that one which went idle right after
     // a burst still gives its memory back.
     runtime.spawn(async {
@@ -486,6 +478,10 @@ fn main() -> ExitCode {
             door,
         } => runtime.block_on(host(capsules, capsule_instances, door.settings())),
     };
+    // Before the runtime goes: the last spans are sent on it.
+    if let Some(tracing) = tracing {
+        tracing.shutdown();
+    }
     match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

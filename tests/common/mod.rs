@@ -113,6 +113,16 @@ impl Door {
         Door::spawn(command, manifest, state)
     }
 
+    /// Serves the manifest `yaml` logging at `level`, with `env` set.
+    pub fn start_env(yaml: &str, level: &str, env: &[(&str, &str)]) -> Door {
+        let state = tempdir::TempDir::new("door");
+        let manifest = state.path().join("murmur.yaml");
+        std::fs::write(&manifest, yaml).unwrap();
+        let mut command = Door::command(&manifest, &state, &[], level);
+        command.envs(env.iter().copied());
+        Door::spawn(command, &manifest, state)
+    }
+
     /// Launches with resource limits set first, as a shell's `ulimit` would:
     /// each `(resource, soft, hard)`, such as `libc::RLIMIT_NOFILE`.
     pub fn launch_limited(
@@ -156,6 +166,12 @@ impl Door {
 
     fn command(manifest: &Path, state: &tempdir::TempDir, extra: &[&str], level: &str) -> Command {
         let mut command = Command::new(binary());
+        // No trace leaves a test unless it asks (tests/traces.rs).
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("OTEL_") {
+                command.env_remove(name);
+            }
+        }
         command
             .arg("serve")
             .arg(manifest)

@@ -33,6 +33,7 @@ use crate::sandbox::engine::{Door, DoorEngine};
 use crate::sandbox::request::Limits;
 use crate::session::agents::Agents;
 use crate::session::tasks::events::Replay;
+use crate::telemetry;
 use crate::versions::swap::{self, Source};
 
 /// What every capsule of a host runs under.
@@ -637,7 +638,7 @@ impl Host {
     /// Prometheus text (OpenMetrics): each capsule's requests by method,
     /// status and JSON-RPC code, their latency, instances in use, open
     /// streams, tasks by state, swaps and reused answers by outcome; the
-    /// host's pool, compiles and resident memory.
+    /// host's pool, compiles and resident memory; the spans traces lost.
     pub fn metrics(&self) -> String {
         let mut registry = Registry::default();
         self.metrics.register(&mut registry);
@@ -674,6 +675,20 @@ impl Host {
             "murmur_door_write_timeouts",
             "Connections dropped because their client took no byte of an answer for --write-timeout-ms",
             write_timeouts,
+        );
+        let spans_dropped = Counter::<u64>::default();
+        spans_dropped.inc_by(telemetry::dropped());
+        registry.register(
+            "murmur_door_trace_spans_dropped",
+            "Spans dropped because the queue to the OTLP collector was full (OTEL_BSP_MAX_QUEUE_SIZE)",
+            spans_dropped,
+        );
+        let spans_failed = Counter::<u64>::default();
+        spans_failed.inc_by(telemetry::export_failures());
+        registry.register(
+            "murmur_door_trace_spans_export_failed",
+            "Spans the OTLP collector refused, or did not take within the export timeout",
+            spans_failed,
         );
         let compiles = Family::<CompileLabels, Counter>::default();
         for (how, count) in [

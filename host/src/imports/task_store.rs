@@ -8,6 +8,10 @@ use super::ctx::DoorCtxView;
 use crate::bindings::task_store::{
     Caller, Host, ListQuery, NewTask, Page, Started, Task, TaskError,
 };
+use crate::telemetry;
+
+/// The attribute naming the task a traced request started or asked about.
+const TASK_ID: &str = "a2a.task.id";
 
 impl Host for DoorCtxView<'_> {
     /// Written in one batch with the starts of the requests running
@@ -17,6 +21,7 @@ impl Host for DoorCtxView<'_> {
         let started = self.ctx.session.tasks.start_batched(task).await;
         let (task, settled) = self.ctx.changing(started)?;
         self.ctx.started = Some((caller, task.id.clone()));
+        telemetry::attribute(TASK_ID, task.id.clone());
         Ok(Started { task, settled })
     }
 
@@ -27,6 +32,7 @@ impl Host for DoorCtxView<'_> {
         context_id: Option<String>,
         text: String,
     ) -> Result<Task, TaskError> {
+        telemetry::attribute(TASK_ID, task_id.clone());
         let replied = self
             .ctx
             .session
@@ -37,6 +43,7 @@ impl Host for DoorCtxView<'_> {
 
     fn get(&mut self, caller: Caller, task_id: String) -> Result<Task, TaskError> {
         self.ctx.reading_tasks();
+        telemetry::attribute(TASK_ID, task_id.clone());
         let task = self.ctx.session.tasks.get(&caller, &task_id);
         match &task {
             Ok(_) => self.ctx.reads.tasks.push(task_id),
@@ -47,6 +54,7 @@ impl Host for DoorCtxView<'_> {
     }
 
     fn cancel(&mut self, caller: Caller, task_id: String) -> Result<Task, TaskError> {
+        telemetry::attribute(TASK_ID, task_id.clone());
         let canceled = self.ctx.session.tasks.cancel(&caller, &task_id);
         self.ctx.changing(canceled)
     }

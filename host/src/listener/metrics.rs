@@ -187,27 +187,32 @@ const CODES: [(i64, &str); 14] = [
     (-32009, "-32009"),
 ];
 
-/// The JSON-RPC error code a response body starts with: the door writes
-/// `{"jsonrpc":"2.0","id":...,"error":{"code":N,...`. `none` for a result or
-/// a body that is no JSON-RPC error; `other` for a code not in the reference.
+/// The JSON-RPC error code a response body starts with, as the metrics
+/// label it: `none` for a result or a body that is no JSON-RPC error;
+/// `other` for a code not in the reference.
 pub fn rpc_code(first: &[u8]) -> &'static str {
+    match error_code(first) {
+        Some(code) => CODES
+            .iter()
+            .find(|(c, _)| *c == code)
+            .map_or("other", |(_, label)| label),
+        None => "none",
+    }
+}
+
+/// The JSON-RPC error code a response body starts with: the door writes
+/// `{"jsonrpc":"2.0","id":...,"error":{"code":N,...`. None for a result or
+/// a body that is no JSON-RPC error.
+pub fn error_code(first: &[u8]) -> Option<i64> {
     const KEY: &[u8] = b"\"error\":{\"code\":";
     let head = &first[..first.len().min(512)];
-    let Some(at) = head.windows(KEY.len()).position(|w| w == KEY) else {
-        return "none";
-    };
+    let at = head.windows(KEY.len()).position(|w| w == KEY)?;
     let digits: String = head[at + KEY.len()..]
         .iter()
         .take_while(|c| c.is_ascii_digit() || **c == b'-')
         .map(|c| *c as char)
         .collect();
-    match digits.parse::<i64>() {
-        Ok(code) => CODES
-            .iter()
-            .find(|(c, _)| *c == code)
-            .map_or("other", |(_, label)| label),
-        Err(_) => "none",
-    }
+    digits.parse::<i64>().ok()
 }
 
 #[cfg(test)]

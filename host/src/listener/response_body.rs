@@ -15,6 +15,7 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use crate::listener::connections::Busy;
 use crate::listener::failure::{DOOR_FAILED, clipped};
 use crate::listener::metrics::{self, Metrics};
+use crate::telemetry;
 
 /// Why the door failed, once it has; set before its store drops.
 pub type Failed = Arc<OnceLock<String>>;
@@ -34,21 +35,43 @@ pub struct ResponseBody {
     pub stream: Option<OpenStream>,
     /// Counts a plane's body bytes as they pass.
     pub bytes: Option<prometheus_client::metrics::counter::Counter>,
+    /// The request's span when traced: it ends with the body.
+    pub traced: Option<Traced>,
 }
 
-/// One open event stream, counted until it drops.
-pub struct OpenStream(Arc<AtomicU64>);
+/// A traced request's span, kept until its body ends; the body's first
+/// bytes give it the JSON-RPC error code.
+pub struct Traced {
+    span: tracing::Span,
+    read: bool,
+}
+
+impl Traced {
+    pub fn new(span: tracing::Span) -> Traced {
+        Traced { span, read: false }
+    }
+}
+
+/// One open event stream, counted until it drops; traced, a span of its
+/// own (a child of the request's) from its head to its end.
+pub struct OpenStream {
+    count: Arc<AtomicU64>,
+    _span: Option<tracing::Span>,
+}
 
 impl OpenStream {
     pub fn new(count: &Arc<AtomicU64>) -> OpenStream {
         count.fetch_add(1, Ordering::Relaxed);
-        OpenStream(count.clone())
+        OpenStream {
+            count: count.clone(),
+            _span: telemetry::on().then(|| tracing::debug_span!("stream", otel.kind = "internal")),
+        }
     }
 }
 
 impl Drop for OpenStream {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.count.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -103,12 +126,19 @@ impl ResponseBody {
             probe: None,
             stream: None,
             bytes: None,
+            traced: None,
         }
     }
 
     /// A whole body the host answers with.
     pub fn whole(body: Full<Bytes>) -> ResponseBody {
         ResponseBody::host(body.map_err(|never| match never {}).boxed_unsync())
+    }
+
+    /// The body, ending `traced` (the request's span) when it ends.
+    pub fn traced(mut self, traced: Option<Traced>) -> ResponseBody {
+        self.traced = traced;
+        self
     }
 
     /// The body, holding `busy` until it ends, counted by `probe`.
@@ -145,6 +175,16 @@ impl hyper::body::Body for ResponseBody {
             && let Some(probe) = self.probe.take()
         {
             probe.count(frame.data_ref().map(|data| &data[..]));
+        }
+        if let (Poll::Ready(Some(Ok(frame))), Some(traced)) = (&polled, self.traced.as_mut())
+            && !traced.read
+            && let Some(data) = frame.data_ref()
+        {
+            // Only the first bytes say.
+            traced.read = true;
+            if let Some(code) = metrics::error_code(data) {
+                telemetry::rpc_error(&traced.span, code);
+            }
         }
         if let (Poll::Ready(None), Some(door)) = (&polled, self.door.as_mut()) {
             door.task = None;

@@ -210,6 +210,7 @@ pub async fn answered(
                 probe: None,
                 stream: None,
                 bytes: None,
+                traced: None,
             }))
         }
         Ok(Err(code)) => Err(Failure::Guest(

@@ -26,7 +26,7 @@ use crate::listener::failure::{Failure, too_many_redeems};
 use crate::listener::metrics::{self, Metrics};
 use crate::listener::proxies::TrustedProxies;
 use crate::listener::redeems::Redeems;
-use crate::listener::response_body::{Failed, OpenStream, Probe, ResponseBody};
+use crate::listener::response_body::{Failed, OpenStream, Probe, ResponseBody, Traced};
 use crate::listener::run::{DoorRun, Run, answered};
 use crate::manifest::planes;
 use crate::sandbox::engine::{self, Door, DoorInstance};
@@ -34,6 +34,7 @@ use crate::sandbox::idle::{Idle, Kept, Owner};
 use crate::sandbox::memory::{self, MemoryPool};
 use crate::sandbox::request::{self, Limits, RequestState, Stores};
 use crate::session::Session;
+use crate::telemetry;
 use crate::versions::card;
 use crate::versions::control::{self, ControlToken};
 use crate::versions::reuse::{self, ReuseKey};
@@ -430,6 +431,27 @@ impl Server {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let span = match self.metrics {
+            // Traced: a server span, named for its route until the body
+            // names its JSON-RPC method, in the caller's trace.
+            _ if telemetry::on() => {
+                let span = tracing::debug_span!(
+                    "request",
+                    otel.kind = "server",
+                    otel.name = route(request.method(), request.uri().path()),
+                    capsule = &*self.name,
+                    id,
+                    method = %request.method(),
+                    path = planes::logged(request.uri().path()),
+                    rpc = tracing::field::Empty,
+                    door = tracing::field::Empty,
+                    "http.request.method" = %request.method(),
+                    "url.path" = planes::logged(request.uri().path()),
+                    "murmur.capsule" = &*self.name,
+                    "murmur.session.id" = self.stores.session.id(),
+                );
+                telemetry::continue_trace(&span, request.headers());
+                span
+            }
             // One capsule of many: its name tells the lines apart.
             Some(_) => tracing::debug_span!(
                 "request",
@@ -470,29 +492,22 @@ impl Server {
         let plane = planes::plane_of(parts.uri.path());
         let peer = plane == Some("peer") && self.stores.session.planes.peer_files.is_some();
         if peer && let Some(wait) = self.redeems.limited(address, std::time::Instant::now()) {
-            let response = too_many_redeems(wait);
-            tracing::debug!(status = 429, "request");
-            self.count_redeem(429);
-            let probe = self.probe(|| "peer", 429, started);
-            return response.map(|body| ResponseBody::host(body).busy(busy, probe));
+            return self.redeems_spent(wait, busy, started);
         }
         let card = self.metrics.is_some() && parts.uri.path() == card::CARD_PATH;
         let serving = self.doors.serving();
         let version = serving.live().version;
         let span = tracing::Span::current();
         span.record("door", version);
+        let traced = telemetry::on().then(|| {
+            telemetry::door(&span, version, &serving.live().door.digest);
+            Traced::new(span.clone())
+        });
         // The door's card as it answered it before: no instance needed.
         let keepable = card::keepable(&parts);
         if let Some(response) = keepable.then(|| serving.live().card.get()).flatten() {
             drop(serving);
-            tracing::debug!(
-                status = response.status().as_u16(),
-                micros = started.elapsed().as_micros() as u64,
-                kept_card = true,
-                "request"
-            );
-            let probe = self.probe(|| "card", response.status().as_u16(), started);
-            return response.map(|body| ResponseBody::whole(body).busy(busy, probe));
+            return self.kept_card(response, traced, busy, started);
         }
         let keep_card = keepable.then(|| serving.version());
         let authorization = parts.headers.get(hyper::header::AUTHORIZATION);
@@ -542,6 +557,14 @@ impl Server {
         if let Some(rpc) = &rpc {
             span.record("rpc", rpc.as_str());
         }
+        if traced.is_some() {
+            telemetry::served(
+                &span,
+                response.status().as_u16(),
+                rpc.as_deref(),
+                was_reused,
+            );
+        }
         tracing::debug!(
             status = response.status().as_u16(),
             micros = started.elapsed().as_micros() as u64,
@@ -569,8 +592,47 @@ impl Server {
         response.map(|mut answer| {
             answer.stream = stream;
             answer.bytes = bytes;
-            answer.busy(busy, probe)
+            answer.traced(traced).busy(busy, probe)
         })
+    }
+
+    /// The refusal of a client that spent its budget of failed redeems.
+    fn redeems_spent(
+        &self,
+        wait: Duration,
+        busy: Busy,
+        started: tokio::time::Instant,
+    ) -> Response<HyperOutgoingBody> {
+        let response = too_many_redeems(wait);
+        tracing::debug!(status = 429, "request");
+        if telemetry::on() {
+            telemetry::served(&tracing::Span::current(), 429, None, false);
+        }
+        self.count_redeem(429);
+        let probe = self.probe(|| "peer", 429, started);
+        response.map(|body| ResponseBody::host(body).busy(busy, probe))
+    }
+
+    /// The card as the door answered it before.
+    fn kept_card(
+        &self,
+        response: Response<Full<Bytes>>,
+        traced: Option<Traced>,
+        busy: Busy,
+        started: tokio::time::Instant,
+    ) -> Response<HyperOutgoingBody> {
+        let status = response.status().as_u16();
+        tracing::debug!(
+            status,
+            micros = started.elapsed().as_micros() as u64,
+            kept_card = true,
+            "request"
+        );
+        if traced.is_some() {
+            telemetry::served(&tracing::Span::current(), status, None, true);
+        }
+        let probe = self.probe(|| "card", status, started);
+        response.map(|body| ResponseBody::whole(body).traced(traced).busy(busy, probe))
     }
 
     /// Serves a request to the control surface (see [`control`]).
@@ -589,6 +651,10 @@ impl Server {
             micros = started.elapsed().as_micros() as u64,
             "control request"
         );
+        if telemetry::on() {
+            let span = tracing::Span::current();
+            telemetry::served(&span, response.status().as_u16(), None, false);
+        }
         let probe = self.probe(|| "control", response.status().as_u16(), started);
         response.map(|body| ResponseBody::host(body).busy(busy, probe))
     }
@@ -604,7 +670,12 @@ impl Server {
         keep_card: Option<Arc<Live>>,
         tally: &Tally,
     ) -> Response<ResponseBody> {
-        let slot = match self.admission.admit(caller).await {
+        let waiting = telemetry::on().then(tokio::time::Instant::now);
+        let admitted = self.admission.admit(caller).await;
+        if let Some(waiting) = waiting {
+            telemetry::waited(waiting.elapsed());
+        }
+        let slot = match admitted {
             Ok(slot) => slot,
             Err(refused) => {
                 return Failure::Refused(refused)
@@ -888,6 +959,21 @@ impl Server {
         store.data_mut().door.framer = serving.live().framer(&self.stores);
         (store, instance, uses)
     }
+}
+
+/// A request's route, to name its span before its JSON-RPC method is
+/// known: the card, a plane, the control surface or the JSON-RPC endpoint,
+/// and the method alone for any other path, so a client cannot make names
+/// without end.
+fn route(method: &hyper::Method, path: &str) -> String {
+    let route = match planes::plane_of(path) {
+        Some("files") => "/resources/files/{path}",
+        Some(_) => "/resources/peer/{handle}/{path}",
+        None if path == "/" || path == card::CARD_PATH => path,
+        None if control::is_control(path) => control::CONTROL_PATH,
+        None => return method.to_string(),
+    };
+    format!("{method} {route}")
 }
 
 /// The length a request's head declares for its body.

@@ -1,0 +1,293 @@
+//! Traces (docs/operations.md, "Traces"): with the OpenTelemetry variables
+//! naming a collector, each request is a server span in its caller's trace,
+//! sent over OTLP/HTTP to a real receiver (tests/traces/receiver.py, which
+//! decodes the protobuf with PyPI's `opentelemetry-proto`); a collector that
+//! is dead, or refuses, costs no client anything.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{OnceLock, mpsc};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{Door, root, setup};
+
+const MANIFEST: &str = "name: traced\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n";
+/// The caller's trace and span, as its `traceparent` names them.
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT: &str = "00f067aa0ba902b7";
+
+fn python() -> &'static Path {
+    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let installed = PYTHON.get_or_init(|| {
+        setup::venv(
+            &root().join("tests/traces/requirements.txt"),
+            &root().join("target/otel-venv"),
+        )
+    });
+    match installed {
+        Ok(python) => python,
+        Err(e) => panic!("could not install the OTLP receiver's packages: {e}"),
+    }
+}
+
+/// The receiver, and the spans it printed.
+struct Collector {
+    child: Child,
+    port: u16,
+    spans: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Collector {
+    fn start(args: &[&str]) -> Collector {
+        let mut child = Command::new(python())
+            .arg(root().join("tests/traces/receiver.py"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting the receiver");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        let port = first["port"].as_u64().unwrap() as u16;
+        let (send, spans) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if send.send(serde_json::from_str(&line).unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        Collector {
+            child,
+            port,
+            spans,
+            seen: Vec::new(),
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The first span received that `matches`, within 20 s.
+    fn span(&mut self, matches: impl Fn(&Value) -> bool) -> Value {
+        if let Some(span) = self.seen.iter().find(|s| matches(s)) {
+            return span.clone();
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.spans.recv_timeout(left) {
+                Ok(span) => {
+                    self.seen.push(span.clone());
+                    if matches(&span) {
+                        return span;
+                    }
+                }
+                Err(_) => panic!("no such span; received: {:#?}", self.seen),
+            }
+        }
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A door whose traces go to `endpoint`, sent every 100 ms.
+fn traced(endpoint: &str, level: &str, more: &[(&str, &str)]) -> Door {
+    let mut env = vec![
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    env.extend_from_slice(more);
+    Door::start_env(MANIFEST, level, &env)
+}
+
+fn send_body(text: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}})
+    .to_string()
+}
+
+#[test]
+fn a_request_is_a_server_span_in_its_callers_trace_naming_its_method_and_task() {
+    let mut collector = Collector::start(&[]);
+    let door = traced(&collector.endpoint(), "info", &[]);
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let reply = door.rpc(&send_body("reply hi"), &[("traceparent", &traceparent)]);
+    assert_eq!(reply.status, 200);
+    let task = reply.json()["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let span = collector.span(|s| s["trace_id"] == TRACE);
+    assert_eq!(span["parent_span_id"], PARENT);
+    assert_eq!(span["name"], "SendMessage");
+    // SPAN_KIND_SERVER; STATUS_CODE_UNSET.
+    assert_eq!(span["kind"], 2);
+    assert_eq!(span["status"], 0);
+    assert_eq!(span["service"], "murmur-door");
+    let attributes = &span["attributes"];
+    assert_eq!(attributes["rpc.system"], "jsonrpc");
+    assert_eq!(attributes["rpc.method"], "SendMessage");
+    assert_eq!(attributes["a2a.task.id"], task.as_str());
+    assert_eq!(attributes["http.request.method"], "POST");
+    assert_eq!(attributes["url.path"], "/");
+    assert_eq!(attributes["http.response.status_code"], 200);
+    assert_eq!(attributes["murmur.reused"], false);
+    assert_eq!(attributes["murmur.capsule"], "traced");
+    assert_eq!(attributes["murmur.session.id"], door.session_id().as_str());
+    assert_eq!(attributes["murmur.door.version"], 1);
+    assert!(
+        attributes["murmur.door.digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert!(attributes["murmur.instance_wait_ms"].as_f64().unwrap() >= 0.0);
+    // Nothing the caller wrote is an attribute.
+    assert!(!span.to_string().contains("reply hi"), "{span}");
+}
+
+#[test]
+fn an_untraced_request_starts_a_trace_and_an_error_gives_its_code() {
+    let mut collector = Collector::start(&[]);
+    let door = traced(&collector.endpoint(), "info", &[]);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+        "params": {"id": "tsk_00000000000000000000000000"}});
+    let reply = door.rpc(&body.to_string(), &[]);
+    assert_eq!(reply.json()["error"]["code"], -32001);
+    let span = collector.span(|s| s["name"] == "GetTask");
+    assert_eq!(span["parent_span_id"], "");
+    assert_eq!(span["trace_id"].as_str().unwrap().len(), 32);
+    assert_eq!(span["attributes"]["rpc.jsonrpc.error_code"], -32001);
+    assert_eq!(span["attributes"]["http.response.status_code"], 200);
+    // The card: named by its route.
+    assert_eq!(door.get("/.well-known/agent-card.json").status, 200);
+    let card = collector.span(|s| s["name"] == "GET /.well-known/agent-card.json");
+    assert_eq!(card["kind"], 2);
+    assert_eq!(
+        card["attributes"]["url.path"],
+        "/.well-known/agent-card.json"
+    );
+    // A path no route serves: the method alone.
+    assert_eq!(door.get("/no/such/path").status, 404);
+    let other = collector.span(|s| s["attributes"]["url.path"] == "/no/such/path");
+    assert_eq!(other["name"], "GET");
+}
+
+#[test]
+fn a_stream_has_a_span_of_its_own_inside_its_request() {
+    let mut collector = Collector::start(&[]);
+    let door = traced(&collector.endpoint(), "info", &[]);
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let body = send_body("reply hi").replace("SendMessage", "SendStreamingMessage");
+    let mut sse = door.open_stream(&body, &[("traceparent", &traceparent)]);
+    while sse.next_within(Duration::from_secs(5)).is_some() {}
+    assert!(sse.ended);
+    let request = collector.span(|s| s["name"] == "SendStreamingMessage");
+    assert_eq!(request["trace_id"], TRACE);
+    let stream = collector.span(|s| s["name"] == "stream");
+    assert_eq!(stream["trace_id"], TRACE);
+    assert_eq!(stream["parent_span_id"], request["span_id"]);
+    // SPAN_KIND_INTERNAL.
+    assert_eq!(stream["kind"], 1);
+}
+
+#[test]
+fn log_lines_carry_the_trace_and_span_of_their_request() {
+    let mut collector = Collector::start(&[]);
+    let door = traced(&collector.endpoint(), "murmur_door_host=debug", &[]);
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let reply = door.rpc(&send_body("reply hi"), &[("traceparent", &traceparent)]);
+    assert_eq!(reply.status, 200);
+    let span = collector.span(|s| s["trace_id"] == TRACE && s["name"] == "SendMessage");
+    let ids = format!(
+        "trace_id={TRACE} span_id={}",
+        span["span_id"].as_str().unwrap()
+    );
+    let logged = door.stop();
+    assert!(
+        logged
+            .iter()
+            .any(|l| l.contains("request status=200") && l.ends_with(&ids)),
+        "no request line ends with {ids}: {logged:#?}"
+    );
+}
+
+/// Every request answered promptly, and the door stops promptly, with
+/// the collector at `endpoint` dead, silent or refusing.
+fn answered_promptly(endpoint: &str) {
+    let mut door = traced(
+        endpoint,
+        "info",
+        &[
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "8"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "5000"),
+        ],
+    );
+    let started = Instant::now();
+    for _ in 0..40 {
+        let reply = door.rpc(&send_body("reply hi"), &[]);
+        assert_eq!(reply.status, 200);
+        assert_eq!(
+            reply.json()["result"]["task"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+    }
+    let answered = started.elapsed();
+    assert!(
+        answered < Duration::from_secs(10),
+        "40 requests took {answered:?}"
+    );
+    let stopping = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(door.pid() as i32, libc::SIGTERM) };
+    let exited = door.exited_within(Duration::from_secs(10));
+    let stopped = stopping.elapsed();
+    assert!(exited.is_some_and(|status| status.success()), "{exited:?}");
+    assert!(
+        stopped < Duration::from_secs(8),
+        "the door took {stopped:?} to stop"
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let logged: Vec<String> = door.stderr.try_iter().collect();
+    assert!(
+        logged.iter().any(|l| l.contains("spans lost since launch")),
+        "{logged:#?}"
+    );
+}
+
+#[test]
+fn a_dead_collector_costs_no_client_anything() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    answered_promptly(&format!("http://127.0.0.1:{port}"));
+}
+
+#[test]
+fn a_collector_that_never_answers_costs_no_client_anything() {
+    // Takes connections and never reads them.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    answered_promptly(&endpoint);
+    drop(silent);
+}
+
+#[test]
+fn a_refusing_collector_costs_no_client_anything() {
+    let collector = Collector::start(&["--refuse"]);
+    answered_promptly(&collector.endpoint());
+}
