@@ -64,6 +64,12 @@ fn files_with(top: &str, entries: &[&str]) -> (TempDir, PathBuf) {
 
 fn command(path: &Path, extra: &[&str]) -> Command {
     let mut command = Command::new(binary());
+    // No trace leaves a test unless it asks (tests/traces.rs).
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("OTEL_") {
+            command.env_remove(name);
+        }
+    }
     command
         .arg("host")
         .arg(path)

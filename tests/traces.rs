@@ -291,3 +291,130 @@ fn a_refusing_collector_costs_no_client_anything() {
     let collector = Collector::start(&["--refuse"]);
     answered_promptly(&collector.endpoint());
 }
+
+/// A host of one capsule (`murmur-door host`) whose traces go to
+/// `endpoint`: the process, its control address and token.
+struct Host {
+    child: Child,
+    _dir: crate::common::tempdir::TempDir,
+    control: String,
+    capsule: String,
+    token: String,
+}
+
+impl Host {
+    fn start(endpoint: &str, more: &[(&str, &str)]) -> Host {
+        let dir = crate::common::tempdir::TempDir::new("traced-host");
+        std::fs::write(dir.path().join("alpha.yaml"), MANIFEST).unwrap();
+        let file = dir.path().join("capsules.yaml");
+        std::fs::write(
+            &file,
+            "control: {listen: 127.0.0.1:0}\ncapsules:\n  - {manifest: alpha.yaml, listen: 127.0.0.1:0, state: alpha}\n",
+        )
+        .unwrap();
+        let mut child = Command::new(crate::common::binary())
+            .arg("host")
+            .arg(&file)
+            .env("RUST_LOG", "info")
+            .env("XDG_CACHE_HOME", root().join("target/e2e-cache"))
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+            .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+            .envs(more.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = crate::common::stderr_lines(&mut child);
+        let url = |line: &str| line[line.find("url=").unwrap() + 11..].trim().to_string();
+        let mut capsule = None;
+        let control = loop {
+            let line = stderr
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the host announces its control url");
+            if line.contains("door listening") {
+                capsule = Some(url(&line));
+            } else if line.contains("host listening") {
+                break url(&line);
+            }
+        };
+        let token = std::fs::read_to_string(dir.path().join("host-control-token")).unwrap();
+        Host {
+            child,
+            _dir: dir,
+            control,
+            capsule: capsule.unwrap(),
+            token: token.trim().to_string(),
+        }
+    }
+
+    fn control(&self, path: &str, headers: &[(&str, &str)]) -> crate::common::Reply {
+        let auth = format!("Bearer {}", self.token);
+        let mut all = vec![("authorization", auth.as_str())];
+        all.extend_from_slice(headers);
+        crate::common::request(&self.control, "GET", path, &all, b"")
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_hosts_control_surface_is_a_server_span_named_by_its_route() {
+    let mut collector = Collector::start(&[]);
+    let host = Host::start(&collector.endpoint(), &[]);
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let reply = host.control("/capsules", &[("traceparent", &traceparent)]);
+    assert_eq!(reply.status, 200);
+    let span = collector.span(|s| s["trace_id"] == TRACE);
+    assert_eq!(span["name"], "GET /capsules");
+    assert_eq!(span["parent_span_id"], PARENT);
+    assert_eq!(span["kind"], 2);
+    assert_eq!(span["attributes"]["http.route"], "/capsules");
+    assert_eq!(span["attributes"]["http.response.status_code"], 200);
+}
+
+#[test]
+fn spans_past_the_queue_are_dropped_and_counted_in_the_metrics() {
+    // Takes connections and never reads them: the first export waits out
+    // its timeout while the queue of two fills.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let host = Host::start(
+        &endpoint,
+        &[
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "2"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "20000"),
+        ],
+    );
+    let dropped = |host: &Host| {
+        let metrics = host.control("/metrics", &[]).text();
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("murmur_door_trace_spans_dropped_total "))
+            .unwrap_or_else(|| panic!("no dropped spans counter: {metrics}"))
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert_eq!(dropped(&host), 0);
+    let started = Instant::now();
+    for _ in 0..10 {
+        let card = crate::common::request(
+            &host.capsule,
+            "GET",
+            "/.well-known/agent-card.json",
+            &[],
+            b"",
+        );
+        assert_eq!(card.status, 200);
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // Ten card spans and the first metrics request's, two of them queued
+    // (or in the export that waits), the rest dropped.
+    assert!(dropped(&host) >= 6, "{}", dropped(&host));
+    drop(silent);
+}

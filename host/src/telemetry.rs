@@ -431,6 +431,28 @@ pub fn attribute(key: &'static str, value: impl Into<opentelemetry::Value>) {
     }
 }
 
+/// A server span for a request to a control surface on `route` (None: a
+/// path no route serves), in its caller's trace.
+pub fn control_span(
+    method: &hyper::Method,
+    route: Option<&str>,
+    headers: &hyper::HeaderMap,
+) -> tracing::Span {
+    let name = match route {
+        Some(route) => format!("{method} {route}"),
+        None => method.to_string(),
+    };
+    let span = tracing::debug_span!(
+        "control",
+        otel.kind = "server",
+        otel.name = name,
+        "http.request.method" = %method,
+        "http.route" = route,
+    );
+    continue_trace(&span, headers);
+    span
+}
+
 /// What a request's head says of it, on its server span: the status, the
 /// JSON-RPC method (which names the span), whether a kept answer was sent
 /// again; a status of 500 or more marks it failed.

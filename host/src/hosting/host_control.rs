@@ -30,10 +30,12 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+use tracing::Instrument;
 
 use crate::hosting::host::{Host, UnknownCapsule};
 use crate::hosting::roster::Entry;
 use crate::surface::{self, Reply, bytes_reply, json_reply, refusal};
+use crate::telemetry;
 use crate::versions::control::{self, ControlToken};
 
 /// Answered without the token, for a scheduler's liveness and readiness
@@ -64,9 +66,28 @@ pub async fn serve(
         // A control client meets the header bound a door's clients meet.
         let header_timeout = host.http_limits().header_timeout;
         tokio::spawn(async move {
-            let service = service_fn(move |request| {
+            let service = service_fn(move |request: Request<Incoming>| {
                 let (host, token, base) = (host.clone(), token.clone(), base.clone());
-                async move { Ok::<_, Infallible>(respond(&host, &token, &base, request).await) }
+                let span = telemetry::on().then(|| {
+                    let route = NAMED_ROUTES
+                        .iter()
+                        .copied()
+                        .find(|route| route_matches(route, request.uri().path()));
+                    telemetry::control_span(request.method(), route, request.headers())
+                });
+                async move {
+                    let reply = match span {
+                        Some(span) => {
+                            let reply = respond(&host, &token, &base, request)
+                                .instrument(span.clone())
+                                .await;
+                            telemetry::served(&span, reply.status().as_u16(), None, false);
+                            reply
+                        }
+                        None => respond(&host, &token, &base, request).await,
+                    };
+                    Ok::<_, Infallible>(reply)
+                }
             });
             let _ = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -74,6 +95,26 @@ pub async fn serve(
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
+    }
+}
+
+/// The routes a traced request's span is named by.
+const NAMED_ROUTES: &[&str] = &[
+    HEALTH_PATH,
+    "/capsules",
+    "/capsules/{name}",
+    "/metrics",
+    "/swap",
+    "/rollback",
+];
+
+/// Whether `path` is on `route`, whose `{name}` is one segment.
+fn route_matches(route: &str, path: &str) -> bool {
+    match route.strip_suffix("{name}") {
+        Some(prefix) => path
+            .strip_prefix(prefix)
+            .is_some_and(|name| !name.is_empty() && !name.contains('/')),
+        None => path == route,
     }
 }
 
