@@ -56,8 +56,7 @@ const HOST: Layers = &[
     // concern a type of its own, the record (`store`) among them; the
     // handle an agent gets, and the events a change writes; what an agent
     // is; the queue and each live task's lifecycle; what is live, under
-    // one lock. The hub (`mod.rs`) composes them. `store/` is one module:
-    // its files share what its `mod.rs` defines.
+    // one lock. The hub (`mod.rs`) composes them.
     (
         "session/tasks",
         &[
@@ -67,6 +66,19 @@ const HOST: Layers = &[
             &["agent"],
             &["capacity", "lifecycle"],
             &["live"],
+        ],
+    ),
+    // The record: a connection to its file, the columns' conversions, who
+    // sees a task, the numbered writes; the readers and the checkpoints;
+    // the store; its tables, its reads and writes; opening it.
+    (
+        "session/tasks/store",
+        &[
+            &["codecs", "file", "visibility", "writes"],
+            &["checkpoint", "readers"],
+            &["base"],
+            &["queries", "schema"],
+            &["open"],
         ],
     ),
     // The agents: the image files a process reads, then one agent a file
