@@ -40,9 +40,7 @@ const HOST: Layers = &[
     ("manifest", &[&["planes"]]),
     // The domain: process groups, tokens, peer handles, the task store and
     // hub, the agents, what the operator asks of the session, and the
-    // session over them. `tasks/` is one module: its files still import
-    // back up (the session's hub is being split into types of its own), so
-    // no lines of its are checked yet.
+    // session over them.
     (
         "session",
         &[
@@ -51,6 +49,36 @@ const HOST: Layers = &[
             &["handles"],
             &["tasks"],
             &["agents", "operator"],
+        ],
+    ),
+    // The tasks: what every part speaks of, the ids, the state directory's
+    // lock, the event log, what the session's own tasks say; then each
+    // concern a type of its own, the record (`store`) among them; the
+    // handle an agent gets, and the events a change writes; what an agent
+    // is; the queue and each live task's lifecycle; what is live, under
+    // one lock. The hub (`mod.rs`) composes them.
+    (
+        "session/tasks",
+        &[
+            &["events", "ids", "lock", "model", "own"],
+            &["delegations", "detached", "settled", "store"],
+            &["handle", "record"],
+            &["agent"],
+            &["capacity", "lifecycle"],
+            &["live"],
+        ],
+    ),
+    // The record: a connection to its file, the columns' conversions, who
+    // sees a task, the numbered writes; the readers and the checkpoints;
+    // the store; its tables, its reads and writes; opening it.
+    (
+        "session/tasks/store",
+        &[
+            &["codecs", "file", "visibility", "writes"],
+            &["checkpoint", "readers"],
+            &["base"],
+            &["queries", "schema"],
+            &["open"],
         ],
     ),
     // The agents: the image files a process reads, then one agent a file

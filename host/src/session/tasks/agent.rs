@@ -6,7 +6,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use super::{Image, Origin, RunningTask};
+use super::handle::RunningTask;
+use crate::bindings::task_store::{Image, Origin};
 
 /// A task as its agent receives it.
 #[derive(Clone, Debug)]

@@ -4,13 +4,14 @@
 //! completion delivery). A delegation takes one completion, held for its
 //! task when no handle waits; it is let go when its task ends.
 
+use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
 
 use tokio::sync::oneshot;
 
-use super::{CompletionRefusal, Hub, ids};
-use crate::bindings::session::Delegation as Delegated;
+use super::ids;
+use crate::bindings::session::{Delegation as Delegated, ResidueItem};
 
 /// The sub-capsule a task delegates to ("Residue items": `delegation`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,13 +26,23 @@ pub struct Child {
     pub workdir: PathBuf,
 }
 
+/// The delegations of the live tasks: the sub-capsules each delegated to,
+/// still open, and the completions they await.
+#[derive(Default)]
+pub(super) struct Delegations {
+    /// Delegations a live task waits for, by delegation id.
+    awaited: HashMap<String, Awaited>,
+    /// The sub-capsules each live task delegated to, still open, by task id.
+    open: HashMap<String, Vec<Delegated>>,
+}
+
 /// A delegation a live task awaits. It takes one completion: handed to the
 /// waiting handle, or kept until the task asks for it again.
-pub(super) struct Awaited {
-    pub(super) task_id: String,
-    pub(super) waiter: Option<oneshot::Sender<String>>,
+struct Awaited {
+    task_id: String,
+    waiter: Option<oneshot::Sender<String>>,
     /// A completion that arrived while no handle waited.
-    pub(super) arrived: Option<String>,
+    arrived: Option<String>,
 }
 
 /// A completion a task awaits; see
@@ -49,40 +60,46 @@ impl Delegation {
     }
 }
 
-impl Hub {
-    /// Whether a live task awaits `delegation_id`.
-    pub fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal> {
-        if self.closing() {
-            return Err(CompletionRefusal::Ending);
-        }
-        let live = self.lock();
-        if live
-            .delegations
+/// `child` as a delegation records it, its id not yet minted: refused
+/// unless its workdir is absolute and UTF-8.
+pub(super) fn checked(child: Child) -> io::Result<Delegated> {
+    if !child.workdir.is_absolute() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a child's workdir is an absolute path",
+        ));
+    }
+    let child_workdir = child
+        .workdir
+        .into_os_string()
+        .into_string()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a workdir not in UTF-8"))?;
+    Ok(Delegated {
+        delegation_id: String::new(),
+        capsule: child.capsule,
+        version: child.version,
+        child_session_id: child.session_id,
+        child_workdir,
+    })
+}
+
+impl Delegations {
+    /// Whether a live task awaits `delegation_id` and has no completion for
+    /// it yet.
+    pub(super) fn awaits(&self, delegation_id: &str) -> bool {
+        self.awaited
             .get(delegation_id)
             .is_some_and(|a| a.arrived.is_none())
-        {
-            Ok(())
-        } else {
-            Err(CompletionRefusal::NotAwaited)
-        }
     }
 
-    /// Hands a completion's message to the task awaiting `delegation_id`;
-    /// answers that task's context. A delegation takes one completion.
-    pub fn deliver_completion(
-        &self,
-        delegation_id: &str,
-        message: String,
-    ) -> Result<String, CompletionRefusal> {
-        if self.closing() {
-            return Err(CompletionRefusal::Ending);
-        }
-        let mut live = self.lock();
-        let awaited = live
-            .delegations
+    /// Hands a completion's message to the task awaiting `delegation_id`,
+    /// or keeps it for the task when no handle waits; answers that task's
+    /// id. A delegation takes one completion: `None` when none is awaited.
+    pub(super) fn deliver(&mut self, delegation_id: &str, message: String) -> Option<String> {
+        let awaited = self
+            .awaited
             .get_mut(delegation_id)
-            .filter(|a| a.arrived.is_none())
-            .ok_or(CompletionRefusal::NotAwaited)?;
+            .filter(|a| a.arrived.is_none())?;
         let task_id = awaited.task_id.clone();
         let unsent = match awaited.waiter.take() {
             Some(waiter) => waiter.send(message).err(),
@@ -92,63 +109,48 @@ impl Hub {
             // Kept until the task asks for it again.
             Some(message) => awaited.arrived = Some(message),
             None => {
-                live.delegations.remove(delegation_id);
+                self.awaited.remove(delegation_id);
             }
         }
-        live.tasks
-            .get(&task_id)
-            .map(|t| t.context_id.clone())
-            .ok_or(CompletionRefusal::NotAwaited)
+        Some(task_id)
     }
 
-    /// Records that live task `task_id` delegated to `child`
-    /// ([`RunningTask::delegate`](super::RunningTask::delegate)).
-    pub(super) fn delegated(&self, task_id: &str, child: Child) -> io::Result<String> {
-        if !child.workdir.is_absolute() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a child's workdir is an absolute path",
-            ));
-        }
-        let child_workdir =
-            child.workdir.into_os_string().into_string().map_err(|_| {
-                io::Error::new(io::ErrorKind::InvalidInput, "a workdir not in UTF-8")
-            })?;
-        let mut live = self.lock();
-        let running = live
-            .tasks
-            .get_mut(task_id)
-            .ok_or_else(|| io::Error::other("the task has ended"))?;
+    /// Records that live task `task_id` delegated to `child` (from
+    /// [`checked`]); answers the delegation's id.
+    pub(super) fn open(&mut self, task_id: &str, mut child: Delegated) -> String {
         let delegation_id = ids::delegation_id();
-        running.delegated.push(Delegated {
-            delegation_id: delegation_id.clone(),
-            capsule: child.capsule,
-            version: child.version,
-            child_session_id: child.session_id,
-            child_workdir,
-        });
-        Ok(delegation_id)
+        child.delegation_id = delegation_id.clone();
+        self.open
+            .entry(task_id.to_string())
+            .or_default()
+            .push(child);
+        delegation_id
     }
 
     /// Task `task_id`'s delegation `delegation_id` has ended.
-    pub(super) fn delegation_ended(&self, task_id: &str, delegation_id: &str) {
-        if let Some(running) = self.lock().tasks.get_mut(task_id) {
-            running
-                .delegated
-                .retain(|d| d.delegation_id != delegation_id);
+    pub(super) fn ended(&mut self, task_id: &str, delegation_id: &str) {
+        if let Some(open) = self.open.get_mut(task_id) {
+            open.retain(|d| d.delegation_id != delegation_id);
         }
     }
 
-    /// Registers that `task_id` awaits `delegation_id`
-    /// ([`RunningTask::expect_delegation`](super::RunningTask::expect_delegation)).
-    pub(super) fn expect(&self, task_id: &str, delegation_id: String) -> oneshot::Receiver<String> {
+    /// The delegations task `task_id` has open, as residue items: a cancel
+    /// ends them.
+    pub(super) fn residue(&self, task_id: &str) -> Vec<ResidueItem> {
+        self.open.get(task_id).map_or_else(Vec::new, |open| {
+            open.iter().cloned().map(ResidueItem::Delegation).collect()
+        })
+    }
+
+    /// Registers that live task `task_id` awaits `delegation_id`.
+    pub(super) fn expect(
+        &mut self,
+        task_id: &str,
+        delegation_id: String,
+    ) -> oneshot::Receiver<String> {
         let (waiter, receiver) = oneshot::channel();
-        let mut live = self.lock();
-        if !live.tasks.contains_key(task_id) {
-            return receiver;
-        }
-        let awaited = live
-            .delegations
+        let awaited = self
+            .awaited
             .entry(delegation_id.clone())
             .or_insert_with(|| Awaited {
                 task_id: task_id.to_string(),
@@ -163,10 +165,17 @@ impl Hub {
         match awaited.arrived.take() {
             Some(message) => {
                 let _ = waiter.send(message);
-                live.delegations.remove(&delegation_id);
+                self.awaited.remove(&delegation_id);
             }
             None => awaited.waiter = Some(waiter),
         }
         receiver
+    }
+
+    /// Task `task_id` has ended: its delegations and what it awaited are
+    /// let go.
+    pub(super) fn forget(&mut self, task_id: &str) {
+        self.open.remove(task_id);
+        self.awaited.retain(|_, a| a.task_id != task_id);
     }
 }

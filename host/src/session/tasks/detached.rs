@@ -11,42 +11,54 @@
 //! of its task ends it; it has no result and no process to lose.
 
 use std::io;
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::bindings::session::{DetachedShell, ResidueItem};
+use crate::bindings::task_store::RunningCommand;
 use crate::session::process;
 
 use super::ids;
-use super::{DetachedShell, Hub, Live, ResidueItem, RunningCommand, now_ms};
+use super::model::now_ms;
+use super::own::Tail;
 
 /// `runningCommands[].command` keeps this many characters, then `…`.
 pub const COMMAND_CHARS: usize = 200;
 
+/// Every detached command of the session, in the order they started.
+#[derive(Default)]
+pub(super) struct DetachedCommands(Vec<Detached>);
+
 /// A command a task detached, as the residue lists it.
-pub(super) struct Detached {
-    pub(super) item: DetachedShell,
-    pub(super) task_id: String,
+struct Detached {
+    item: DetachedShell,
+    task_id: String,
     /// The path `runningCommands[].binary` names (the residue item names
     /// the first word as written).
-    pub(super) binary_path: String,
+    binary_path: String,
     /// The process group (the `sh` that leads it); None for a command
     /// recorded and not run.
-    pub(super) pgid: Option<i32>,
+    pgid: Option<i32>,
     /// Set once the `sh` has exited and been reaped, or, for a command
     /// recorded and not run, once a cancel of its task has ended it.
-    pub(super) done: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
 }
 
-impl Hub {
+impl DetachedCommands {
     /// What the session still runs: its detached commands not yet exited.
-    pub fn residue(&self) -> Vec<ResidueItem> {
-        residue(&self.lock().detached)
+    pub(super) fn residue(&self) -> Vec<ResidueItem> {
+        self.0
+            .iter()
+            .filter(|d| !d.done.load(Ordering::SeqCst))
+            .map(|d| ResidueItem::DetachedShell(d.item.clone()))
+            .collect()
     }
 
     /// Kills the process groups of the detached commands still running, and
     /// ends those recorded and not run.
-    pub(super) fn kill_detached(live: &Live) {
-        for detached in &live.detached {
+    pub(super) fn kill(&self) {
+        for detached in &self.0 {
             match detached.pgid {
                 Some(pgid) if !detached.done.load(Ordering::SeqCst) => process::kill_group(pgid),
                 Some(_) => {}
@@ -56,31 +68,10 @@ impl Hub {
         }
     }
 
-    /// Refuses a command detached for a task that has ended, or in a
-    /// session that is closing; otherwise records the task working first
-    /// (a detached command is something its agent reports).
-    fn may_detach(&self, live: &mut Live, task_id: &str) -> io::Result<()> {
-        if !live.tasks.contains_key(task_id) {
-            return Err(io::Error::other("the task has ended"));
-        }
-        if self.closing() {
-            return Err(io::Error::other("the session is closing"));
-        }
-        self.record_working_locked(live, task_id);
-        Ok(())
-    }
-
-    /// Records `command` for `task_id` as detached without running it
-    /// ([`RunningTask::record_detached`](super::RunningTask::record_detached)):
+    /// Records `command` for `task_id` as detached without running it:
     /// residue and `runningCommands` until the session ends or a cancel of
-    /// the task ends it. Nothing is stored: a resumed launch lost nothing.
-    pub(super) fn record_detached(
-        &self,
-        task_id: &str,
-        command: &str,
-    ) -> io::Result<DetachedShell> {
-        let mut live = self.lock();
-        self.may_detach(&mut live, task_id)?;
+    /// the task ends it.
+    pub(super) fn record(&mut self, task_id: &str, command: &str) -> DetachedShell {
         let word = first_word(command);
         let item = DetachedShell {
             work_id: ids::work_id(),
@@ -88,27 +79,24 @@ impl Hub {
             command: command.to_string(),
             started_at_ms: now_ms() as u64,
         };
-        live.detached.push(Detached {
+        self.0.push(Detached {
             item: item.clone(),
             task_id: task_id.to_string(),
             binary_path: binary_path(word),
             pgid: None,
             done: Arc::new(AtomicBool::new(false)),
         });
-        Ok(item)
+        item
     }
 
-    /// Starts `command` for `task_id`, detached
-    /// ([`RunningTask::detach`](super::RunningTask::detach)). Its output is
-    /// kept, the last [`OUTPUT_TAIL`] bytes of each stream, and once it
-    /// exits its result is a task of the session's own ([`super::own`]).
-    pub(super) fn detach(
-        self: &Arc<Self>,
+    /// Starts `command` for `task_id` in a process group of its own, its
+    /// output piped: the command as the residue lists it, and its process
+    /// to wait for.
+    pub(super) fn start(
+        &mut self,
         task_id: &str,
         command: &str,
-    ) -> io::Result<DetachedShell> {
-        let mut live = self.lock();
-        self.may_detach(&mut live, task_id)?;
+    ) -> io::Result<(DetachedShell, Exit)> {
         let started_at_ms = now_ms();
         let mut child = process::shell(command)
             .stdin(std::process::Stdio::null())
@@ -126,58 +114,96 @@ impl Hub {
             command: command.to_string(),
             started_at_ms: started_at_ms as u64,
         };
-        if let Err(e) = self.store.detached_started(task_id, &item) {
-            // Only a resumed launch's report of lost commands misses it.
-            tracing::error!(work = %item.work_id, error = %e, "recording a detached command failed");
-        }
         let done = Arc::new(AtomicBool::new(false));
-        let reaped = done.clone();
-        // The command holds no hub: a session dropped while it runs still
-        // kills it.
-        let hub = Arc::downgrade(self);
-        let ran = item.clone();
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-        tokio::spawn(async move {
-            let output = async { tokio::join!(tail(stdout), tail(stderr)) };
-            tokio::pin!(output);
-            let mut read = None;
-            let status = tokio::select! {
-                status = child.wait() => status,
-                // Its output closed first: wait for the exit alone.
-                both = &mut output => {
-                    read = Some(both);
-                    child.wait().await
-                }
-            };
-            reaped.store(true, Ordering::SeqCst);
-            // What it wrote before it exited; a process it left behind
-            // holding its output open is given a moment, not waited for.
-            let (out, err) = match read {
-                Some(both) => both,
-                None => tokio::time::timeout(OUTPUT_GRACE, &mut output)
-                    .await
-                    .unwrap_or_default(),
-            };
-            let Some(hub) = hub.upgrade() else { return };
-            if let Err(e) = hub.store.detached_ended(&ran.work_id) {
-                tracing::error!(work = %ran.work_id, error = %e, "recording a detached command's end failed");
-            }
-            if hub.closing() {
-                return;
-            }
-            let text = super::own::command_result(&ran, status.ok(), &out, &err);
-            if let Err(e) = hub.start_own(text) {
-                tracing::error!(work = %ran.work_id, error = ?e, "starting a detached command's result task failed");
-            }
-        });
-        live.detached.push(Detached {
+        self.0.push(Detached {
             item: item.clone(),
             task_id: task_id.to_string(),
             binary_path: binary_path(word),
             pgid: Some(pgid),
-            done,
+            done: done.clone(),
         });
-        Ok(item)
+        let exit = Exit {
+            child,
+            stdout,
+            stderr,
+            reaped: done,
+        };
+        Ok((item, exit))
+    }
+
+    /// Ends the commands recorded for `task_id` and not run: its cancel ends
+    /// them. Commands that run go on until they exit or the session ends.
+    pub(super) fn end_recorded(&self, task_id: &str) {
+        for d in &self.0 {
+            if d.pgid.is_none() && d.task_id == task_id {
+                d.done.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// The detached commands `task_id` started that still run, oldest
+    /// first, as the task's metadata says them at `now`.
+    pub(super) fn running_commands(&self, task_id: &str, now: i64) -> Vec<RunningCommand> {
+        self.0
+            .iter()
+            .filter(|d| d.task_id == task_id && !d.done.load(Ordering::SeqCst))
+            .map(|d| RunningCommand {
+                work_id: d.item.work_id.clone(),
+                binary: d.binary_path.clone(),
+                command: cut(&d.item.command),
+                running_ms: (now.max(0) as u64).saturating_sub(d.item.started_at_ms),
+            })
+            .collect()
+    }
+
+    /// The process groups of the commands started.
+    #[cfg(test)]
+    pub(super) fn pgids(&self) -> Vec<i32> {
+        self.0.iter().filter_map(|d| d.pgid).collect()
+    }
+}
+
+/// A detached command's process, until it exits.
+pub(super) struct Exit {
+    child: tokio::process::Child,
+    stdout: Option<tokio::process::ChildStdout>,
+    stderr: Option<tokio::process::ChildStderr>,
+    /// The command's `done`.
+    reaped: Arc<AtomicBool>,
+}
+
+impl Exit {
+    /// Waits for the command to exit, and answers how it ended and the last
+    /// of what it wrote ([`OUTPUT_TAIL`] bytes of each stream).
+    pub(super) async fn wait(self) -> (Option<ExitStatus>, Tail, Tail) {
+        let Exit {
+            mut child,
+            stdout,
+            stderr,
+            reaped,
+        } = self;
+        let output = async { tokio::join!(tail(stdout), tail(stderr)) };
+        tokio::pin!(output);
+        let mut read = None;
+        let status = tokio::select! {
+            status = child.wait() => status,
+            // Its output closed first: wait for the exit alone.
+            both = &mut output => {
+                read = Some(both);
+                child.wait().await
+            }
+        };
+        reaped.store(true, Ordering::SeqCst);
+        // What it wrote before it exited; a process it left behind
+        // holding its output open is given a moment, not waited for.
+        let (out, err) = match read {
+            Some(both) => both,
+            None => tokio::time::timeout(OUTPUT_GRACE, &mut output)
+                .await
+                .unwrap_or_default(),
+        };
+        (status.ok(), out, err)
     }
 }
 
@@ -211,29 +237,10 @@ async fn tail(stream: Option<impl tokio::io::AsyncRead + Unpin>) -> Tail {
     kept
 }
 
-/// The end of an output stream.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Tail {
-    /// The last bytes the stream gave, at most [`OUTPUT_TAIL`].
-    pub bytes: Vec<u8>,
-    /// Earlier bytes were dropped.
-    pub cut: bool,
-}
-
 /// A command's first word, as written: what a residue item's `binary`
 /// says ("Residue items": `"binary": "sleep"`).
 fn first_word(command: &str) -> &str {
     command.split_whitespace().next().unwrap_or("")
-}
-
-/// Ends the commands recorded for `task_id` and not run: its cancel ends
-/// them. Commands that run go on until they exit or the session ends.
-pub(super) fn end_recorded(detached: &[Detached], task_id: &str) {
-    for d in detached {
-        if d.pgid.is_none() && d.task_id == task_id {
-            d.done.store(true, Ordering::SeqCst);
-        }
-    }
 }
 
 /// The binary a command's first word names ("Task metadata":
@@ -259,33 +266,6 @@ pub(crate) fn binary_path(word: &str) -> String {
         Some(path) => path,
         None => word.to_string(),
     }
-}
-
-pub(super) fn residue(detached: &[Detached]) -> Vec<ResidueItem> {
-    detached
-        .iter()
-        .filter(|d| !d.done.load(Ordering::SeqCst))
-        .map(|d| ResidueItem::DetachedShell(d.item.clone()))
-        .collect()
-}
-
-/// The detached commands `task_id` started that still run, oldest first, as
-/// the task's metadata says them at `now`.
-pub(super) fn running_commands(
-    detached: &[Detached],
-    task_id: &str,
-    now: i64,
-) -> Vec<RunningCommand> {
-    detached
-        .iter()
-        .filter(|d| d.task_id == task_id && !d.done.load(Ordering::SeqCst))
-        .map(|d| RunningCommand {
-            work_id: d.item.work_id.clone(),
-            binary: d.binary_path.clone(),
-            command: cut(&d.item.command),
-            running_ms: (now.max(0) as u64).saturating_sub(d.item.started_at_ms),
-        })
-        .collect()
 }
 
 /// A command cut to [`COMMAND_CHARS`] characters followed by `…`.

@@ -1,12 +1,14 @@
 //! The session's tasks: the durable record ([`store`]) and the hub that
-//! coordinates what is live on top of it. [`Hub`] is defined here with what
-//! its parts share: the live state, writing a transition with its events,
-//! reads, and closing. Its work is spread over one module per concern:
-//! `capacity` (acceptance and the queue), `lifecycle` (the agent running each
-//! task, replies, progress, endings and cancellation), `delegations` (the
-//! completions a task awaits), `detached` (the commands a task leaves
-//! running), `settled` (the pollables a held SendMessage waits on) and
-//! `own` (what the session's own tasks say).
+//! coordinates what is live on top of it. Each concern is a type of its
+//! own, under the hub's one lock ([`live`]): `capacity` (acceptance, the
+//! queue, and the starts written in one batch), `lifecycle` (each live
+//! task's state, from submitted to its ending), `delegations` (the
+//! sub-capsules a task delegated to, and the completions it awaits),
+//! `detached` (the commands a task leaves running), `settled` (the pollables
+//! a held SendMessage waits on) and `own` (what the session's own tasks
+//! say). [`Hub`], defined here, is the one place that changes several of
+//! them together; an agent reaches it through its [`RunningTask`]
+//! (`handle`), which knows it only as what the task reports to.
 //!
 //! Every state change is written to the store first, then announced (the
 //! task's watchers, its settle pollables, the event log), so whatever a
@@ -17,34 +19,30 @@
 //! Every event is numbered by the store with the write it belongs to and
 //! published to the [`events`] log while the live lock is still held, so the
 //! log receives ids in order.
-//!
-//! The starts of concurrent requests are written together (`capacity`):
-//! the first to find none forming leads a batch, lets the other ready
-//! requests join it, and writes them in one transaction; nothing of any is
-//! announced before it commits. A batch holds at most one start per door
-//! run in progress, which admission bounds.
 
 pub mod agent;
 mod capacity;
 mod delegations;
 pub(crate) mod detached;
 pub mod events;
+mod handle;
 pub mod ids;
 mod lifecycle;
+mod live;
 pub mod lock;
+mod model;
 pub mod own;
+mod record;
 mod settled;
 pub mod store;
 #[cfg(test)]
 pub(crate) mod testing;
 
-use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{oneshot, watch};
-use tokio::task::AbortHandle;
 
 pub use crate::bindings::session::{
     CompletionRefusal, DetachedShell, ResidueItem, StopReport, TaskAcceptance,
@@ -54,41 +52,22 @@ pub use crate::bindings::task_store::{
     TaskError, TaskMetadata, TaskState,
 };
 pub use crate::bindings::tokens::Credential;
-use agent::{Agent, TaskInput};
-use delegations::Awaited;
-use detached::Detached;
-use events::{EventBody, EventLog, Reader};
-use settled::Progress;
-use store::{Sees, Store, Transition};
+use agent::{Agent, Outcome, TaskInput};
+use capacity::{Started, Starts};
+use events::{EventBody, EventLog, FrameKind, Reader};
+use handle::TaskReports;
+use lifecycle::{WORKING_WITHIN, ending};
+use live::Live;
+use record::{steps_events, unavailable, unavailable_now};
+use store::{Batch, NewRecord, Owner, Sees, Store, Transition};
 
 pub use capacity::{BUSY, CLOSING};
 pub use delegations::{Child, Delegation};
 pub use detached::COMMAND_CHARS;
-pub use lifecycle::{COMPLETED, NO_ANSWER_BELOW, RunningTask};
+pub use handle::RunningTask;
+pub use lifecycle::{COMPLETED, NO_ANSWER_BELOW};
+pub use model::{Caller, is_live, is_settled, now_ms};
 pub use settled::Settled;
-
-/// Who is asking: `None` is a caller of a public door.
-pub type Caller = Option<Credential>;
-
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// Whether a state is one a task can still leave.
-pub fn is_live(state: TaskState) -> bool {
-    matches!(
-        state,
-        TaskState::Submitted | TaskState::Working | TaskState::InputRequired
-    )
-}
-
-/// Whether a held SendMessage answers a task in this state.
-pub fn is_settled(state: TaskState) -> bool {
-    !matches!(state, TaskState::Submitted | TaskState::Working)
-}
 
 /// The session's tasks, live and recorded.
 pub struct Hub {
@@ -100,40 +79,8 @@ pub struct Hub {
     /// `true` once the session closes: wakes every settle pollable.
     closed: watch::Sender<bool>,
     live: Mutex<Live>,
-    /// Starts waiting to be written in one batch (`capacity`).
-    starting: Mutex<capacity::Starting>,
-}
-
-/// What is live, guarded by one mutex.
-#[derive(Default)]
-struct Live {
-    /// Every live task (submitted, working, input-required).
-    tasks: HashMap<String, Running>,
-    /// `queue`: tasks waiting for the capsule, in order, with their input.
-    queue: VecDeque<(String, TaskInput)>,
-    /// Delegations a live task waits for, by delegation id.
-    delegations: HashMap<String, Awaited>,
-    /// Every detached command of the session, in the order they started.
-    detached: Vec<Detached>,
-}
-
-struct Running {
-    state: TaskState,
-    context_id: String,
-    /// The agent has been handed the task (`queue` runs one at a time).
-    started: bool,
-    /// The runner, once the agent runs: aborting it drops the agent's future.
-    runner: Option<AbortHandle>,
-    /// The agent runs it, and `working` is not recorded yet (see
-    /// [`lifecycle::WORKING_WITHIN`]).
-    working_unrecorded: bool,
-    /// While `input-required`: where the reply goes.
-    reply: Option<oneshot::Sender<String>>,
-    watch: watch::Sender<Progress>,
-    /// The sub-capsules it delegated to, still open.
-    delegated: Vec<crate::bindings::session::Delegation>,
-    /// The members that gave it no answer (`noAnswerBelow`).
-    no_answer_below: Vec<MemberStatus>,
+    /// Starts waiting to be written in one batch.
+    starts: Starts,
 }
 
 impl Hub {
@@ -172,7 +119,7 @@ impl Hub {
             closing: AtomicBool::new(false),
             closed: watch::Sender::new(false),
             live: Mutex::new(Live::default()),
-            starting: Mutex::default(),
+            starts: Starts::default(),
         })
     }
 
@@ -291,51 +238,780 @@ impl Hub {
         self.closing.store(true, Ordering::SeqCst);
         self.closed.send_replace(true);
         self.events.close();
-        Hub::kill_detached(&self.lock());
+        self.lock().detached.kill();
     }
 }
 
 impl Drop for Hub {
     /// A session dropped without closing still ends what it detached.
     fn drop(&mut self) {
-        Hub::kill_detached(&self.lock());
+        self.lock().detached.kill();
     }
 }
 
-/// The events a transition writes: the artifact it writes first (`response`,
-/// `prompt`, or `residue` when the cancel left something running), then its
-/// status. A question is the status message of its `input-required`, with a
-/// message id of its own; a terminal status carries its message, if any.
-fn transition_events(to: &Transition, now: i64) -> Vec<EventBody> {
-    let mut bodies = Vec::new();
-    let mut message = to.message.clone();
-    let mut message_id = None;
-    if let Some(response) = &to.response {
-        bodies.push(events::text_artifact("response", response.clone()));
+// Starting tasks: capacity, then the record, then the lifecycle.
+impl Hub {
+    /// Starts a task: stored `submitted` and handed to the agent, or queued
+    /// behind the live one (`queue`); stored `rejected` with [`BUSY`] when
+    /// another task is live (`single`; the session's own tasks wait
+    /// instead), or [`CLOSING`] when the session is closing. A task that
+    /// runs at once and that its agent ends at once
+    /// ([`Agent::ends_at_once`]) is written ended. Answers the task as first
+    /// recorded. Needs a tokio runtime.
+    pub fn start(self: &Arc<Self>, new: NewTask) -> Result<Task, TaskError> {
+        self.start_settled(new).map(|(task, _)| task)
     }
-    if let Some(prompt) = &to.prompt {
-        bodies.push(events::text_artifact("prompt", prompt.clone()));
-        message = Some(prompt.clone());
-        message_id = Some(ids::message_id());
+
+    /// Starts a task on the session's own behalf ("Who sees a task": the
+    /// launch's own task, a detached command's result, a report of lost
+    /// commands): origin `session`, seen by the operator and by every
+    /// caller of a public door, by no declared credential or member.
+    pub fn start_own(self: &Arc<Self>, text: String) -> Result<Task, TaskError> {
+        self.start(NewTask {
+            caller: None,
+            context_id: None,
+            text,
+            images: Vec::new(),
+            reference_task_ids: Vec::new(),
+            origin: Origin::Session,
+            trust: None,
+            forget_session: false,
+        })
     }
-    if !to.residue.is_empty() {
-        bodies.push(events::residue_artifact(to.residue.clone()));
+
+    /// [`Hub::start`], and the task as it settled when it was written ended:
+    /// what a held SendMessage answers, without waiting or reading it again.
+    pub fn start_settled(self: &Arc<Self>, new: NewTask) -> Started {
+        self.start_all(vec![new])
+            .pop()
+            .unwrap_or_else(|| Err(unavailable_now("no start was written")))
     }
-    bodies.push(events::status(to.state, message, message_id, now));
-    bodies
+
+    /// [`Hub::start_settled`], written in one batch with the starts other
+    /// requests make meanwhile: one commit for them all. The first start to
+    /// find no batch forming leads one: it lets the runtime's other ready
+    /// requests run first (each adds its start and waits), then writes them
+    /// all. While batches hold one start, it writes at once but one time in
+    /// [`PROBE_EVERY`](capacity::PROBE_EVERY). Starts that arrive while a
+    /// batch is written make the next batch, which a task of its own
+    /// writes, so a request leads one batch at most.
+    pub async fn start_batched(self: &Arc<Self>, new: NewTask) -> Started {
+        let (answer, answered) = oneshot::channel();
+        let (lead, wait) = self.starts.join((new, answer));
+        if lead {
+            let mut lead = Lead(Some(self.clone()));
+            if wait {
+                tokio::task::yield_now().await;
+            }
+            lead.write();
+        }
+        answered
+            .await
+            .unwrap_or_else(|_| Err(unavailable_now("its batch was never written")))
+    }
+
+    /// Writes the starts waiting, [`MAX_BATCH`](capacity::MAX_BATCH) at
+    /// most, as one batch; hands the others, and the ones that come
+    /// meanwhile, to the next.
+    fn write_starting(self: &Arc<Self>) {
+        let waiting = self.starts.take();
+        let (news, answers): (Vec<_>, Vec<_>) = waiting.into_iter().unzip();
+        for (started, answer) in self.start_all(news).into_iter().zip(answers) {
+            let _ = answer.send(started);
+        }
+        if !self.starts.more() {
+            return;
+        }
+        let hub = self.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(async move { hub.write_starting() })),
+            Err(_) => hub.write_starting(),
+        }
+    }
+
+    /// Starts `news` in order, written in one transaction. Each is decided
+    /// as if the ones before it were already live: in `queue`, one that
+    /// runs makes the rest wait; in `single`, one live task rejects the
+    /// rest. Nothing is announced (the live state, events, the agent) until
+    /// the transaction commits.
+    pub fn start_all(self: &Arc<Self>, news: Vec<NewTask>) -> Vec<Started> {
+        let count = news.len();
+        let mut live = self.lock();
+        // What the batch's earlier starts leave live.
+        let mut entered = false;
+        let mut running = live.tasks.any_started();
+        let mut queued = !live.queue.is_empty();
+        let written = self.store.batch(|batch| {
+            news.into_iter()
+                .map(|new| {
+                    let busy = entered || !live.tasks.is_empty();
+                    let refused =
+                        capacity::refusal(self.closing(), self.acceptance, new.origin, busy);
+                    let run_now = refused.is_none() && !running && !queued;
+                    let written = self.write_start(batch, &live, new, refused, run_now)?;
+                    if written.waits() {
+                        entered = true;
+                        running |= run_now;
+                        queued |= !run_now;
+                    }
+                    Ok(written)
+                })
+                .collect::<Vec<Result<Written, TaskError>>>()
+        });
+        let written = match written {
+            Ok(written) => written,
+            Err(e) => {
+                let e = unavailable(e);
+                return (0..count).map(|_| Err(e.clone())).collect();
+            }
+        };
+        let mut launch = Vec::new();
+        let started = written
+            .into_iter()
+            .map(|written| {
+                let written = written?;
+                let task = written.task;
+                self.events
+                    .publish(written.ids, &task.id, &task.context_id, written.bodies);
+                if written.refused {
+                    return Ok((task, None));
+                }
+                if written.ended {
+                    // As first recorded, like any other.
+                    let first = Task {
+                        status: Status {
+                            state: TaskState::Submitted,
+                            message: None,
+                            timestamp_ms: task.status.timestamp_ms,
+                        },
+                        response: None,
+                        ..task.clone()
+                    };
+                    return Ok((first, Some(task)));
+                }
+                live.tasks
+                    .submitted(task.id.clone(), task.context_id.clone(), written.run_now);
+                if written.run_now {
+                    launch.push(written.input);
+                } else {
+                    live.queue.push(task.id.clone(), written.input);
+                }
+                Ok((task, None))
+            })
+            .collect();
+        drop(live);
+        for input in launch {
+            self.launch(input);
+        }
+        started
+    }
+
+    /// Writes one start in `batch`: rejected with `refused`, or submitted,
+    /// and ended at once when it runs now and its agent ends it at once.
+    fn write_start(
+        &self,
+        batch: &mut Batch<'_>,
+        live: &Live,
+        new: NewTask,
+        refused: Option<&'static str>,
+        run_now: bool,
+    ) -> Result<Written, TaskError> {
+        let id = ids::task_id();
+        let context_id = new.context_id.unwrap_or_else(ids::context_id);
+        let record = NewRecord {
+            id: id.clone(),
+            context_id: context_id.clone(),
+            owner: Owner::of(&new.caller),
+            origin: new.origin,
+            trust: new.trust.clone(),
+            state: if refused.is_some() {
+                TaskState::Rejected
+            } else {
+                TaskState::Submitted
+            },
+            status_message: refused.map(str::to_string),
+            reference_task_ids: new.reference_task_ids,
+            forget_session: new.forget_session,
+            images: new.images.clone(),
+        };
+        let now = now_ms();
+        let input = TaskInput {
+            task_id: id.clone(),
+            context_id,
+            text: new.text,
+            images: new.images,
+            origin: new.origin,
+            trust: new.trust,
+            forget_session: new.forget_session,
+        };
+        // A task that runs now and that its agent ends at once is written
+        // ended, in one change with the events of all three states.
+        let ended = run_now
+            .then(|| self.agent.ends_at_once(&input))
+            .flatten()
+            .map(|outcome| ending(outcome, live.metadata(&id, now)));
+        let mut bodies = vec![events::status(
+            record.state,
+            record.status_message.clone(),
+            None,
+            now,
+        )];
+        if let Some(to) = &ended {
+            bodies.extend(steps_events(
+                &[&Transition::to(TaskState::Working), to],
+                now,
+            ));
+        }
+        let (task, ids) = batch
+            .insert_ended(&record, ended.as_ref(), now, bodies.len() as u64)
+            .map_err(unavailable)?;
+        Ok(Written {
+            task,
+            ids,
+            bodies,
+            refused: refused.is_some(),
+            ended: ended.is_some(),
+            run_now,
+            input,
+        })
+    }
+
+    /// Starts the next queued task, if nothing runs.
+    fn launch_next(self: &Arc<Self>, mut live: MutexGuard<'_, Live>) {
+        let next = live.next_queued();
+        drop(live);
+        if let Some(input) = next {
+            self.launch(input);
+        }
+    }
 }
 
-/// The events of passing through `steps` in order.
-fn steps_events(steps: &[&Transition], now: i64) -> Vec<EventBody> {
-    steps
-        .iter()
-        .flat_map(|step| transition_events(step, now))
-        .collect()
+/// The lead of a batch not yet written. Should the leading request go
+/// before it writes it (its future dropped), the batch is written then, so
+/// no start waits for a lead that is gone.
+struct Lead(Option<Arc<Hub>>);
+
+impl Lead {
+    fn write(&mut self) {
+        if let Some(hub) = self.0.take() {
+            hub.write_starting();
+        }
+    }
 }
 
-fn unavailable(e: rusqlite::Error) -> TaskError {
-    tracing::error!(error = %e, "the task store failed");
-    TaskError::Unavailable(format!("the task store failed: {e}"))
+impl Drop for Lead {
+    fn drop(&mut self) {
+        self.write();
+    }
+}
+
+/// One start written in a batch, to announce once the batch commits.
+struct Written {
+    task: Task,
+    ids: Range<u64>,
+    bodies: Vec<EventBody>,
+    refused: bool,
+    ended: bool,
+    run_now: bool,
+    input: TaskInput,
+}
+
+impl Written {
+    /// The task stays live: submitted, to run now or to wait.
+    fn waits(&self) -> bool {
+        !self.refused && !self.ended
+    }
+}
+
+/// How often an ending the store refused is tried again.
+const END_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+// A task's lifecycle: the agent running it, replies, endings, cancels.
+impl Hub {
+    /// Hands a task to the agent and moves it to `working`; a task its agent
+    /// ends at once is recorded ended, and the next queued task launched in
+    /// turn.
+    fn launch(self: &Arc<Self>, input: TaskInput) {
+        let mut next = Some(input);
+        while let Some(input) = next {
+            next = self.launch_one(input);
+        }
+    }
+
+    /// Launches one task. An agent that can tell how the task ends without
+    /// running anything ([`Agent::ends_at_once`]) has it recorded `working`
+    /// and ended in one write, with the events of both, and nothing spawned;
+    /// then the next queued task, if any, is answered for the caller to
+    /// launch (a loop, where recursion could run deep).
+    ///
+    /// Otherwise the agent's `run` is called before the task shows
+    /// `working`, outside the lock, so what it registers at once (a
+    /// delegation it awaits) is in place by then.
+    fn launch_one(self: &Arc<Self>, input: TaskInput) -> Option<TaskInput> {
+        if let Some(outcome) = self.agent.ends_at_once(&input) {
+            let mut live = self.lock();
+            if !live.tasks.contains(&input.task_id) {
+                // Cancelled before it ran.
+                return None;
+            }
+            let now = now_ms();
+            let to = ending(outcome, live.metadata(&input.task_id, now));
+            let working = Transition::to(TaskState::Working);
+            match self.end_steps(&mut live, &input.task_id, &[&working, &to], now) {
+                Ok(_) => return live.next_queued(),
+                // Nothing was written: the task runs as any other, and its
+                // ending is retried if the store still refuses it.
+                Err(e) => {
+                    tracing::error!(task = %input.task_id, error = %e, "recording a task that ended at once failed");
+                }
+            }
+        }
+        let id = input.task_id.clone();
+        let handle = self.handle(id.clone(), input.context_id.clone());
+        let future = self.agent.run(input, handle);
+        let mut live = self.lock();
+        let Some(running) = live.tasks.get_mut(&id) else {
+            // Cancelled before it ran.
+            return None;
+        };
+        let hub = self.clone();
+        let task_id = id.clone();
+        let runner = tokio::spawn(async move {
+            let mut future = future;
+            let outcome = tokio::select! {
+                biased;
+                outcome = &mut future => outcome,
+                _ = tokio::time::sleep(WORKING_WITHIN) => {
+                    hub.record_working(&task_id);
+                    future.await
+                }
+            };
+            hub.finish(&task_id, outcome);
+        });
+        running.runs(runner.abort_handle());
+        None
+    }
+
+    /// The handle an agent gets on task `id`.
+    fn handle(self: &Arc<Self>, id: String, context_id: String) -> RunningTask {
+        let session: Arc<dyn TaskReports> = self.clone();
+        RunningTask::new(session, id, context_id)
+    }
+
+    /// Records what the agent answered, unless the task ended meanwhile.
+    fn finish(self: &Arc<Self>, id: &str, outcome: Outcome) {
+        let mut live = self.lock();
+        let Some(running) = live.tasks.get_mut(id) else {
+            return;
+        };
+        running.returned();
+        let now = now_ms();
+        let to = ending(outcome, live.metadata(id, now));
+        if let Err(e) = self.end_ran(&mut live, id, &to, now) {
+            tracing::error!(task = %id, error = %e, "recording a task's end failed; retrying each second");
+            drop(live);
+            self.retry_end(id.to_string(), to);
+            return;
+        }
+        self.launch_next(live);
+    }
+
+    /// Ends task `id`, which its agent ran, with `to`: `working` and the
+    /// ending in one write when `working` is not recorded yet.
+    fn end_ran(
+        &self,
+        live: &mut Live,
+        id: &str,
+        to: &Transition,
+        now: i64,
+    ) -> rusqlite::Result<Option<Task>> {
+        let unrecorded = live.tasks.get(id).is_some_and(|r| r.working_unrecorded());
+        let working = Transition::to(TaskState::Working);
+        let steps: &[&Transition] = match unrecorded {
+            true => &[&working, to],
+            false => &[to],
+        };
+        self.end_steps(live, id, steps, now)
+    }
+
+    /// Records task `id` `working`, when its agent runs it and that is not
+    /// recorded yet ([`WORKING_WITHIN`]): before anything the agent reports,
+    /// so its events follow the task's `working`.
+    fn record_working(&self, id: &str) {
+        let mut live = self.lock();
+        self.record_working_locked(&mut live, id);
+    }
+
+    fn record_working_locked(&self, live: &mut Live, id: &str) {
+        let Some(running) = live.tasks.get_mut(id) else {
+            return;
+        };
+        if !running.record_working() {
+            return;
+        }
+        if let Err(e) = self.write(live, id, &Transition::to(TaskState::Working), now_ms()) {
+            tracing::error!(task = %id, error = %e, "recording a task's start failed");
+        }
+    }
+
+    /// Keeps trying to record an ending the store refused (a full disk),
+    /// once a second while the task is live and the session open: the task
+    /// ends once there is room, and the requests waiting for it are answered
+    /// then. Until it does, it stays live and holds its capacity.
+    fn retry_end(self: &Arc<Self>, id: String, to: Transition) {
+        let hub = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(END_RETRY).await;
+                let mut live = hub.lock();
+                if !live.tasks.contains(&id) || hub.closing() {
+                    return;
+                }
+                if hub.end_ran(&mut live, &id, &to, now_ms()).is_ok() {
+                    tracing::info!(task = %id, "a task's end recorded after a retry");
+                    hub.launch_next(live);
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Writes a live task's ending, then lets go of everything live about
+    /// it: its runner (dropping the agent's future), the reply it waited
+    /// for, the delegations it awaited; its watchers see the final state.
+    fn end(
+        &self,
+        live: &mut Live,
+        id: &str,
+        to: &Transition,
+        now: i64,
+    ) -> rusqlite::Result<Option<Task>> {
+        self.end_steps(live, id, &[to], now)
+    }
+
+    /// [`Hub::end`] through `steps`, the last the ending, written as one
+    /// change ([`Hub::write_steps`]).
+    fn end_steps(
+        &self,
+        live: &mut Live,
+        id: &str,
+        steps: &[&Transition],
+        now: i64,
+    ) -> rusqlite::Result<Option<Task>> {
+        let Some(to) = steps.last() else {
+            return Ok(None);
+        };
+        let task = self.write_steps(live, id, steps, now)?;
+        live.ended(id, to.state);
+        Ok(task)
+    }
+
+    /// Delivers `text` to a task waiting in `input-required` and answers it
+    /// in `working`. Capacity is not consulted.
+    pub fn reply(
+        self: &Arc<Self>,
+        caller: &Caller,
+        id: &str,
+        context_id: Option<&str>,
+        text: String,
+    ) -> Result<Task, TaskError> {
+        let mut live = self.lock();
+        let task = self.seen(caller, id)?;
+        let Some(running) = live.tasks.get(id) else {
+            return Err(TaskError::WrongState(task.status.state));
+        };
+        if running.state() != TaskState::InputRequired {
+            return Err(TaskError::WrongState(running.state()));
+        }
+        if context_id.is_some_and(|c| c != running.context_id()) {
+            return Err(TaskError::OtherContext);
+        }
+        let task = self
+            .write(&live, id, &Transition::to(TaskState::Working), now_ms())
+            .map_err(unavailable)?
+            .ok_or(TaskError::NotFound)?;
+        let running = live.tasks.get_mut(id).expect("checked above");
+        let waiting = running.resume();
+        let handle = self.handle(id.to_string(), running.context_id().to_string());
+        drop(live);
+        // Before the reply is answered, outside the lock (the agent may call
+        // back into the hub).
+        self.agent.replied(&handle, &text);
+        if let Some(waiting) = waiting {
+            let _ = waiting.send(text);
+        }
+        Ok(task)
+    }
+
+    /// Cancels a live task: `canceled`, with the residue of what the session
+    /// still runs. An ended task answers `wrong-state` with its state.
+    pub fn cancel(self: &Arc<Self>, caller: &Caller, id: &str) -> Result<Task, TaskError> {
+        let mut live = self.lock();
+        let task = self.seen(caller, id)?;
+        if !live.tasks.contains(id) {
+            return Err(TaskError::WrongState(task.status.state));
+        }
+        let mut residue = live.detached.residue();
+        residue.extend(live.delegations.residue(id));
+        let task = self
+            .cancel_locked(&mut live, id, residue, now_ms())
+            .map_err(unavailable)?
+            .ok_or(TaskError::NotFound)?;
+        // Listed as residue, as a delegation is, then ended by the cancel.
+        live.detached.end_recorded(id);
+        let next = live.next_queued();
+        drop(live);
+        if let Some(input) = next {
+            self.launch(input);
+        }
+        Ok(task)
+    }
+
+    fn cancel_locked(
+        &self,
+        live: &mut Live,
+        id: &str,
+        residue: Vec<ResidueItem>,
+        now: i64,
+    ) -> rusqlite::Result<Option<Task>> {
+        let mut to = Transition::to(TaskState::Canceled);
+        to.residue = residue;
+        to.metadata = live.metadata(id, now);
+        self.end(live, id, &to, now)
+    }
+
+    /// murmur.StopSession: cancels every live task and reports the sorted
+    /// ids and what the session still runs. Does not close the session. An
+    /// error names the tasks whose cancel the store could not record: they
+    /// stay as they were, and a later stop may cancel them.
+    pub fn stop(self: &Arc<Self>) -> Result<StopReport, String> {
+        let mut live = self.lock();
+        let canceled = live.tasks.ids();
+        let detached = live.detached.residue();
+        let mut ended = Vec::new();
+        let now = now_ms();
+        let mut failed = Vec::new();
+        for id in &canceled {
+            let own = live.delegations.residue(id);
+            let residue = [detached.clone(), own.clone()].concat();
+            if let Err(e) = self.cancel_locked(&mut live, id, residue, now) {
+                tracing::error!(task = %id, error = %e, "recording a stopped task failed");
+                failed.push(format!("{id} ({e})"));
+            } else {
+                live.detached.end_recorded(id);
+                ended.extend(own);
+            }
+        }
+        if !failed.is_empty() {
+            return Err(format!(
+                "the store could not record the cancel of {}",
+                failed.join(", ")
+            ));
+        }
+        live.queue.clear();
+        Ok(StopReport {
+            canceled,
+            residue: [detached, ended].concat(),
+        })
+    }
+}
+
+// Delegations, detached commands and settle pollables, as the door asks
+// for them.
+impl Hub {
+    /// Whether a live task awaits `delegation_id`.
+    pub fn awaits_delegation(&self, delegation_id: &str) -> Result<(), CompletionRefusal> {
+        if self.closing() {
+            return Err(CompletionRefusal::Ending);
+        }
+        if self.lock().delegations.awaits(delegation_id) {
+            Ok(())
+        } else {
+            Err(CompletionRefusal::NotAwaited)
+        }
+    }
+
+    /// Hands a completion's message to the task awaiting `delegation_id`;
+    /// answers that task's context. A delegation takes one completion.
+    pub fn deliver_completion(
+        &self,
+        delegation_id: &str,
+        message: String,
+    ) -> Result<String, CompletionRefusal> {
+        if self.closing() {
+            return Err(CompletionRefusal::Ending);
+        }
+        let mut live = self.lock();
+        let task_id = live
+            .delegations
+            .deliver(delegation_id, message)
+            .ok_or(CompletionRefusal::NotAwaited)?;
+        live.tasks
+            .get(&task_id)
+            .map(|t| t.context_id().to_string())
+            .ok_or(CompletionRefusal::NotAwaited)
+    }
+
+    /// What the session still runs: its detached commands not yet exited.
+    pub fn residue(&self) -> Vec<ResidueItem> {
+        self.lock().detached.residue()
+    }
+
+    /// Refuses a command detached for a task that has ended, or in a
+    /// session that is closing; otherwise records the task working first
+    /// (a detached command is something its agent reports).
+    fn may_detach(&self, live: &mut Live, task_id: &str) -> std::io::Result<()> {
+        if !live.tasks.contains(task_id) {
+            return Err(std::io::Error::other("the task has ended"));
+        }
+        if self.closing() {
+            return Err(std::io::Error::other("the session is closing"));
+        }
+        self.record_working_locked(live, task_id);
+        Ok(())
+    }
+
+    /// A pollable for a held SendMessage: ready once the task settles (ends,
+    /// or pauses in `input-required`) or the session closes.
+    pub fn settled(&self, caller: &Caller, id: &str) -> Result<Settled, TaskError> {
+        let live = self.lock();
+        self.seen(caller, id)?;
+        Ok(live.tasks.settled(id, self.closed.subscribe()))
+    }
+
+    /// [`Hub::settled`] for a task its caller is known to see: one the same
+    /// request started. No read of the store.
+    pub fn settled_started(&self, id: &str) -> Settled {
+        self.lock().tasks.settled(id, self.closed.subscribe())
+    }
+}
+
+/// What a running task asks of its session (through [`RunningTask`]).
+impl TaskReports for Hub {
+    /// A `working` status whose message is `message`, written as it
+    /// happens: its own message id, timestamped now.
+    fn progress(&self, id: &str, message: &str) {
+        let mut live = self.lock();
+        self.record_working_locked(&mut live, id);
+        let Some(running) = live.tasks.get(id) else {
+            return;
+        };
+        if running.state() != TaskState::Working {
+            return;
+        }
+        let status = events::status(
+            TaskState::Working,
+            Some(message.to_string()),
+            Some(ids::message_id()),
+            now_ms(),
+        );
+        match self.store.note(id, message, 1) {
+            Ok(ids) => self
+                .events
+                .publish(ids, id, running.context_id(), vec![status]),
+            Err(e) => tracing::error!(task = %id, error = %e, "recording progress failed"),
+        }
+    }
+
+    fn frame(&self, id: &str, kind: FrameKind, body: &serde_json::Map<String, serde_json::Value>) {
+        let mut live = self.lock();
+        self.record_working_locked(&mut live, id);
+        let Some(running) = live.tasks.get(id) else {
+            return;
+        };
+        match self.store.number(1) {
+            Ok(ids) => self.events.publish(
+                ids,
+                id,
+                running.context_id(),
+                vec![events::frame(kind, body)],
+            ),
+            Err(e) => tracing::error!(task = %id, error = %e, "numbering a frame failed"),
+        }
+    }
+
+    fn pause(&self, id: &str, prompt: String) -> Option<oneshot::Receiver<String>> {
+        let mut live = self.lock();
+        self.record_working_locked(&mut live, id);
+        if live.tasks.get(id)?.state() != TaskState::Working {
+            return None;
+        }
+        let mut to = Transition::to(TaskState::InputRequired);
+        to.prompt = Some(prompt);
+        if let Err(e) = self.write(&live, id, &to, now_ms()) {
+            tracing::error!(task = %id, error = %e, "recording a question failed");
+            return None;
+        }
+        Some(live.tasks.get_mut(id).expect("checked above").pause())
+    }
+
+    /// Starts `command` for `task_id`, detached. Its output is kept, the
+    /// last [`OUTPUT_TAIL`](detached::OUTPUT_TAIL) bytes of each stream,
+    /// and once it exits its result is a task of the session's own
+    /// ([`own`]).
+    fn detach(self: Arc<Self>, task_id: &str, command: &str) -> std::io::Result<DetachedShell> {
+        let mut live = self.lock();
+        self.may_detach(&mut live, task_id)?;
+        let (item, exit) = live.detached.start(task_id, command)?;
+        if let Err(e) = self.store.detached_started(task_id, &item) {
+            // Only a resumed launch's report of lost commands misses it.
+            tracing::error!(work = %item.work_id, error = %e, "recording a detached command failed");
+        }
+        // The command holds no hub: a session dropped while it runs still
+        // kills it.
+        let hub = Arc::downgrade(&self);
+        let ran = item.clone();
+        tokio::spawn(async move {
+            let (status, out, err) = exit.wait().await;
+            let Some(hub) = hub.upgrade() else { return };
+            if let Err(e) = hub.store.detached_ended(&ran.work_id) {
+                tracing::error!(work = %ran.work_id, error = %e, "recording a detached command's end failed");
+            }
+            if hub.closing() {
+                return;
+            }
+            let text = own::command_result(&ran, status, &out, &err);
+            if let Err(e) = hub.start_own(text) {
+                tracing::error!(work = %ran.work_id, error = ?e, "starting a detached command's result task failed");
+            }
+        });
+        Ok(item)
+    }
+
+    /// Records `command` for `task_id` as detached without running it.
+    /// Nothing is stored: a resumed launch lost nothing.
+    fn record_detached(&self, task_id: &str, command: &str) -> std::io::Result<DetachedShell> {
+        let mut live = self.lock();
+        self.may_detach(&mut live, task_id)?;
+        Ok(live.detached.record(task_id, command))
+    }
+
+    fn delegated(&self, task_id: &str, child: Child) -> std::io::Result<String> {
+        let child = delegations::checked(child)?;
+        let mut live = self.lock();
+        if !live.tasks.contains(task_id) {
+            return Err(std::io::Error::other("the task has ended"));
+        }
+        Ok(live.delegations.open(task_id, child))
+    }
+
+    fn delegation_ended(&self, task_id: &str, delegation_id: &str) {
+        self.lock().delegations.ended(task_id, delegation_id);
+    }
+
+    fn no_answer_from(&self, task_id: &str, first: &MemberStatus, below: &[MemberStatus]) {
+        if let Some(running) = self.lock().tasks.get_mut(task_id) {
+            running.no_answer_from(first, below);
+        }
+    }
+
+    fn expect(&self, task_id: &str, delegation_id: String) -> oneshot::Receiver<String> {
+        let mut live = self.lock();
+        if !live.tasks.contains(task_id) {
+            return oneshot::channel().1;
+        }
+        live.delegations.expect(task_id, delegation_id)
+    }
 }
 
 #[cfg(test)]

@@ -6,9 +6,18 @@
 
 use std::process::ExitStatus;
 
-use super::DetachedShell;
-pub use super::detached::Tail;
+use crate::bindings::session::DetachedShell;
 use crate::session::process;
+
+/// The end of an output stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tail {
+    /// The last bytes the stream gave, at most
+    /// [`OUTPUT_TAIL`](super::detached::OUTPUT_TAIL).
+    pub bytes: Vec<u8>,
+    /// Earlier bytes were dropped.
+    pub cut: bool,
+}
 
 /// A detached command's result:
 ///

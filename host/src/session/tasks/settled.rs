@@ -4,7 +4,8 @@
 
 use tokio::sync::watch;
 
-use super::{Caller, Hub, Live, TaskError, TaskState, is_settled};
+use super::model::is_settled;
+use crate::bindings::task_store::TaskState;
 
 /// What a settle pollable watches on a live task.
 #[derive(Clone, Copy, Debug)]
@@ -13,42 +14,6 @@ pub(super) struct Progress {
     /// How many times the task has settled: a pollable made before a settle
     /// stays ready even when a reply moves the task on before it looks.
     pub(super) settles: u64,
-}
-
-impl Hub {
-    /// A pollable for a held SendMessage: ready once the task settles (ends,
-    /// or pauses in `input-required`) or the session closes.
-    pub fn settled(&self, caller: &Caller, id: &str) -> Result<Settled, TaskError> {
-        let live = self.lock();
-        self.seen(caller, id)?;
-        Ok(self.settled_seen(&live, id))
-    }
-
-    /// [`Hub::settled`] for a task its caller is known to see: one the same
-    /// request started. No read of the store.
-    pub fn settled_started(&self, id: &str) -> Settled {
-        self.settled_seen(&self.lock(), id)
-    }
-
-    fn settled_seen(&self, live: &Live, id: &str) -> Settled {
-        let closed = self.closed.subscribe();
-        match live.tasks.get(id) {
-            Some(running) => {
-                let watch = running.watch.subscribe();
-                let since = watch.borrow().settles;
-                Settled {
-                    watch: Some(watch),
-                    since,
-                    closed,
-                }
-            }
-            None => Settled {
-                watch: None,
-                since: 0,
-                closed,
-            },
-        }
-    }
 }
 
 /// The pollable behind `task-store.settled`: ready once its task settles or
@@ -61,6 +26,20 @@ pub struct Settled {
 }
 
 impl Settled {
+    /// A pollable on a live task's progress (`None`: the task has ended),
+    /// which the session's closing also makes ready.
+    pub(super) fn new(
+        watch: Option<watch::Receiver<Progress>>,
+        closed: watch::Receiver<bool>,
+    ) -> Settled {
+        let since = watch.as_ref().map_or(0, |w| w.borrow().settles);
+        Settled {
+            watch,
+            since,
+            closed,
+        }
+    }
+
     /// Resolves once the task has settled or the session closed; at once if
     /// it already has. Cancel-safe, and ready for good once ready.
     pub async fn wait(&mut self) {

@@ -591,7 +591,7 @@ async fn detached_commands_outlive_their_task_until_the_session_ends() {
     assert_eq!(hub.stop().unwrap().residue, residue);
 
     // The session's end kills them.
-    let pgids: Vec<i32> = hub.lock().detached.iter().filter_map(|d| d.pgid).collect();
+    let pgids: Vec<i32> = hub.lock().detached.pgids();
     assert!(running(pgids[0]) && running(pgids[1]));
     hub.close();
     for _ in 0..200 {

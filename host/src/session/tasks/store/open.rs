@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use rusqlite::{Connection, params};
 
+use super::base::{Restarted, Store};
 use super::checkpoint::Checkpoints;
 use super::readers::Readers;
-use super::{Restarted, Store};
 use crate::bindings::session::DetachedShell;
 use crate::session::tasks::ids;
 use crate::session::tasks::lock::StateLock;

@@ -10,10 +10,11 @@ use serde_json::json;
 use crate::bindings::session::DetachedShell;
 use crate::bindings::task_store::{Cursor, Image, ListQuery, Page, Status, Task, TaskState};
 
+use super::base::{Inner, NewRecord, Store, Transition};
 use super::codecs::{
     TASK_COLUMNS, below_json, origin_word, residue_json, running_json, state_word, task_from_row,
 };
-use super::{Inner, NewRecord, Sees, Store, Transition};
+use super::visibility::Sees;
 
 impl Inner {
     /// Numbers `events` ids after the last one, writing the new last id to

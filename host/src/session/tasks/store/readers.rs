@@ -142,6 +142,6 @@ impl Drop for Reader<'_> {
 fn open(path: &Path) -> rusqlite::Result<Connection> {
     let conn = super::file::open_file(path)?;
     conn.pragma_update(None, "query_only", true)?;
-    super::schema::keep_statements(&conn)?;
+    super::file::keep_statements(&conn)?;
     Ok(conn)
 }

@@ -7,7 +7,8 @@ use std::sync::atomic::AtomicU64;
 use anyhow::{Context, bail};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Inner, Store};
+use super::base::{Inner, Store};
+use super::file::keep_statements;
 
 /// Bumped when the tables change shape; a file of another version is refused
 /// (versions 1, before events were numbered, 2, before ListTasks was served
@@ -284,25 +285,4 @@ impl Store {
             readers: None,
         })
     }
-}
-
-/// Keeps more of the store's statements prepared than rusqlite's 16. A
-/// listing's statements depend on which filters it has and who asks
-/// (`queries.rs`), so a client varying its filters makes dozens, which
-/// would push out the writes' statements, each compiled again on its next
-/// use. Each costs a few KB, and only the ones a session uses are kept.
-///
-/// Their plans are kept too (the query planner stability guarantee).
-/// SQLite is built with STAT4, and without it a statement whose bound
-/// values could change its plan (a task id, a cursor, a LIMIT) is compiled
-/// again at every run: a third of a ListTasks in a session of 60,000. The
-/// store keeps no statistics and names each listing's index, so no plan
-/// could change.
-pub(super) fn keep_statements(conn: &Connection) -> rusqlite::Result<()> {
-    conn.set_prepared_statement_cache_capacity(64);
-    conn.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-        true,
-    )?;
-    Ok(())
 }

@@ -7,9 +7,9 @@ use std::os::unix::fs::PermissionsExt;
 use super::open::connect;
 use super::schema::SCHEMA_VERSION;
 use super::*;
-use crate::bindings::session::{Delegation, DetachedShell};
+use crate::bindings::session::{Delegation, DetachedShell, ResidueItem};
 use crate::bindings::task_store::{
-    Cursor, Image, ListQuery, MemberStatus, Page, RunningCommand, Task,
+    Cursor, Image, ListQuery, MemberStatus, Origin, Page, RunningCommand, Task, TaskState,
 };
 use crate::bindings::tokens::Credential;
 use crate::session::tasks::ids;
