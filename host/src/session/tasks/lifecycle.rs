@@ -150,7 +150,8 @@ impl Tasks {
         }
     }
 
-    /// A settle pollable on task `id`, ready once the session is `closed`.
+    /// A settle pollable on task `id`: ready once it settles, or the
+    /// session closes (`closed`).
     pub(super) fn settled(&self, id: &str, closed: watch::Receiver<bool>) -> Settled {
         Settled::new(self.0.get(id).map(|r| r.watch.subscribe()), closed)
     }
