@@ -104,12 +104,17 @@ impl Drop for Collector {
 
 /// A door whose traces go to `endpoint`, sent every 100 ms.
 fn traced(endpoint: &str, level: &str, more: &[(&str, &str)]) -> Door {
+    traced_with(endpoint, &[], level, more)
+}
+
+/// [`traced`], with `extra` flags.
+fn traced_with(endpoint: &str, extra: &[&str], level: &str, more: &[(&str, &str)]) -> Door {
     let mut env = vec![
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ];
     env.extend_from_slice(more);
-    Door::start_env(MANIFEST, level, &env)
+    Door::start_env(MANIFEST, extra, level, &env)
 }
 
 fn send_body(text: &str) -> String {
@@ -129,7 +134,7 @@ fn a_request_is_a_server_span_in_its_callers_trace_naming_its_method_and_task() 
         .as_str()
         .unwrap()
         .to_string();
-    let span = collector.span(|s| s["trace_id"] == TRACE);
+    let span = collector.span(|s| s["trace_id"] == TRACE && s["kind"] == 2);
     assert_eq!(span["parent_span_id"], PARENT);
     assert_eq!(span["name"], "SendMessage");
     // SPAN_KIND_SERVER; STATUS_CODE_UNSET.
@@ -156,6 +161,62 @@ fn a_request_is_a_server_span_in_its_callers_trace_naming_its_method_and_task() 
     assert!(attributes["murmur.instance_wait_ms"].as_f64().unwrap() >= 0.0);
     // Nothing the caller wrote is an attribute.
     assert!(!span.to_string().contains("reply hi"), "{span}");
+    // The task: a span of its own inside the request's, ended with it.
+    let task_span = collector.span(|s| s["name"] == "task");
+    assert_eq!(task_span["trace_id"], TRACE);
+    assert_eq!(task_span["parent_span_id"], span["span_id"]);
+    assert_eq!(task_span["kind"], 1);
+    assert_eq!(task_span["attributes"]["a2a.task.id"], task.as_str());
+    assert_eq!(task_span["attributes"]["a2a.task.state"], "completed");
+}
+
+/// The trace context an agent received, answered as the task's text, is
+/// its task span's in the caller's trace.
+fn agent_receives_the_tasks_trace(extra: &[&str]) {
+    let mut collector = Collector::start(&[]);
+    let door = traced_with(&collector.endpoint(), extra, "info", &[]);
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let reply = door.rpc(&send_body("hi"), &[("traceparent", &traceparent)]);
+    let task = reply.json()["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    let task_span = collector.span(|s| s["name"] == "task");
+    let received = task["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        received.trim(),
+        format!("00-{TRACE}-{}-01", task_span["span_id"].as_str().unwrap())
+    );
+    assert_eq!(task_span["attributes"]["a2a.task.state"], "completed");
+}
+
+#[test]
+fn a_command_agent_gets_the_tasks_trace_in_its_environment() {
+    agent_receives_the_tasks_trace(&["--agent-cmd", "printf %s \"$TRACEPARENT\""]);
+}
+
+#[test]
+fn a_stdio_agent_gets_the_tasks_trace_on_its_task_line() {
+    let agent = format!(
+        "python3 {}",
+        root().join("tests/traces/trace_agent.py").display()
+    );
+    agent_receives_the_tasks_trace(&["--agent-stdio", &agent]);
+}
+
+#[test]
+fn an_untraced_door_hands_its_agent_no_trace() {
+    let door = Door::start_env(
+        MANIFEST,
+        &["--agent-cmd", "printf '[%s]' \"$TRACEPARENT\""],
+        "info",
+        &[(
+            "TRACEPARENT",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )],
+    );
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let reply = door.rpc(&send_body("hi"), &[("traceparent", &traceparent)]);
+    let task = reply.json()["result"]["task"].clone();
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "[]", "{task}");
 }
 
 #[test]

@@ -481,6 +481,59 @@ pub fn waited(wait: Duration) {
     tracing::Span::current().set_attribute("murmur.instance_wait_ms", wait.as_secs_f64() * 1e3);
 }
 
+/// The trace context handed to what runs on a span's behalf: the W3C
+/// `traceparent` and `tracestate` headers' values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trace {
+    pub traceparent: String,
+    pub tracestate: Option<String>,
+}
+
+/// The span of a request, to parent what it starts; None when tracing is
+/// off (or outside a request).
+pub fn request_span() -> Option<tracing::Span> {
+    on().then(tracing::Span::current)
+        .filter(|span| !span.is_disabled())
+}
+
+/// A task's span, from its acceptance to its end: a child of the span of
+/// the request that started it, so the task and what its agent does are in
+/// the caller's trace.
+pub fn task_span(request: &tracing::Span, task_id: &str, context_id: &str) -> tracing::Span {
+    tracing::debug_span!(
+        parent: request,
+        "task",
+        otel.kind = "internal",
+        "a2a.task.id" = task_id,
+        "a2a.context.id" = context_id,
+    )
+}
+
+/// A task ended in `state` (murmur's word: `completed`, `failed`, ...);
+/// `failed` marks its span failed.
+pub fn task_ended(span: &tracing::Span, state: &'static str, failed: bool) {
+    span.set_attribute("a2a.task.state", state);
+    if failed {
+        span.set_status(Status::error(state));
+    }
+}
+
+/// Something that happened to a task (`input-required`, `delegated`, ...),
+/// on its span.
+pub fn task_event(span: &tracing::Span, name: &'static str, attributes: Vec<KeyValue>) {
+    span.add_event(name, attributes);
+}
+
+/// The trace context of `span`, to hand on; None for a span not traced.
+pub fn trace_of(span: &tracing::Span) -> Option<Trace> {
+    let mut carrier = std::collections::HashMap::new();
+    TraceContextPropagator::new().inject_context(&span.context(), &mut carrier);
+    Some(Trace {
+        traceparent: carrier.remove("traceparent")?,
+        tracestate: carrier.remove("tracestate").filter(|s| !s.is_empty()),
+    })
+}
+
 /// The JSON-RPC error a response body starts with, on its request's span.
 pub fn rpc_error(span: &tracing::Span, code: i64) {
     span.set_attribute("rpc.jsonrpc.error_code", code);

@@ -113,12 +113,13 @@ impl Door {
         Door::spawn(command, manifest, state)
     }
 
-    /// Serves the manifest `yaml` logging at `level`, with `env` set.
-    pub fn start_env(yaml: &str, level: &str, env: &[(&str, &str)]) -> Door {
+    /// Serves the manifest `yaml` with `extra` flags, logging at `level`,
+    /// with `env` set.
+    pub fn start_env(yaml: &str, extra: &[&str], level: &str, env: &[(&str, &str)]) -> Door {
         let state = tempdir::TempDir::new("door");
         let manifest = state.path().join("murmur.yaml");
         std::fs::write(&manifest, yaml).unwrap();
-        let mut command = Door::command(&manifest, &state, &[], level);
+        let mut command = Door::command(&manifest, &state, extra, level);
         command.envs(env.iter().copied());
         Door::spawn(command, &manifest, state)
     }

@@ -58,6 +58,15 @@ async fn run(command: String, input: TaskInput, task: RunningTask) -> Outcome {
     if let Some(paths) = images.paths() {
         shell.env("MURMUR_IMAGES", paths);
     }
+    // The task's trace context, for the command's own spans; never one the
+    // door was started with.
+    shell.env_remove("TRACEPARENT").env_remove("TRACESTATE");
+    if let Some(trace) = &input.trace {
+        shell.env("TRACEPARENT", &trace.traceparent);
+        if let Some(state) = &trace.tracestate {
+            shell.env("TRACESTATE", state);
+        }
+    }
     let mut child = match shell
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::handle::RunningTask;
 use crate::bindings::task_store::{Image, Origin};
+use crate::telemetry::Trace;
 
 /// A task as its agent receives it.
 #[derive(Clone, Debug)]
@@ -27,6 +28,9 @@ pub struct TaskInput {
     pub trust: Option<String>,
     /// Start a new conversation in this context (forgetSession).
     pub forget_session: bool,
+    /// The task's trace context when tracing is on, for the agent's own
+    /// spans to join the caller's trace.
+    pub trace: Option<Trace>,
 }
 
 /// How a task ends, when its agent ends it.

@@ -76,8 +76,11 @@ impl Queue {
 /// the task as first recorded, and as it settled when it was written ended.
 pub type Started = Result<(Task, Option<Task>), TaskError>;
 
+/// A start, and the span of the request that asked for it (when traced).
+pub(super) type Asked = (NewTask, Option<tracing::Span>);
+
 /// A start waiting for its batch, and where its answer goes.
-pub(super) type Waiting = (NewTask, oneshot::Sender<Started>);
+pub(super) type Waiting = (Asked, oneshot::Sender<Started>);
 
 /// The starts waiting for a batch
 /// ([`Hub::start_batched`](super::Hub::start_batched)), behind a lock of

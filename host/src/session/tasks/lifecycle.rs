@@ -12,8 +12,9 @@ use tokio::task::AbortHandle;
 
 use super::agent::Outcome;
 use super::settled::{Progress, Settled};
-use super::store::Transition;
+use super::store::{Transition, state_word};
 use crate::bindings::task_store::{MemberStatus, TaskMetadata, TaskState};
+use crate::telemetry;
 
 /// A completed task's final status message ("Messages", "GetTask",
 /// "ListTasks": the examples' `task completed`): stored with the ending, so
@@ -76,12 +77,21 @@ pub(super) struct Running {
     watch: watch::Sender<Progress>,
     /// The members that gave it no answer (`noAnswerBelow`).
     no_answer_below: Vec<MemberStatus>,
+    /// Its span, when the request that started it is traced: it ends with
+    /// the task.
+    span: Option<tracing::Span>,
 }
 
 impl Tasks {
     /// Enters a task just written `submitted`; `started` when its agent is
     /// handed it now.
-    pub(super) fn submitted(&mut self, id: String, context_id: String, started: bool) {
+    pub(super) fn submitted(
+        &mut self,
+        id: String,
+        context_id: String,
+        started: bool,
+        span: Option<tracing::Span>,
+    ) {
         self.0.insert(
             id,
             Running {
@@ -96,6 +106,7 @@ impl Tasks {
                     settles: 0,
                 }),
                 no_answer_below: Vec::new(),
+                span,
             },
         );
     }
@@ -143,6 +154,9 @@ impl Tasks {
             if let Some(runner) = running.runner {
                 runner.abort();
             }
+            if let Some(span) = &running.span {
+                telemetry::task_ended(span, state_word(state), state == TaskState::Failed);
+            }
             running.watch.send_modify(|p| {
                 p.state = state;
                 p.settles += 1;
@@ -167,6 +181,11 @@ impl Tasks {
 impl Running {
     pub(super) fn state(&self) -> TaskState {
         self.state
+    }
+
+    /// Its span, when traced.
+    pub(super) fn span(&self) -> Option<&tracing::Span> {
+        self.span.as_ref()
     }
 
     pub(super) fn context_id(&self) -> &str {

@@ -43,6 +43,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{oneshot, watch};
+use tracing::Instrument;
 
 pub use crate::bindings::session::{
     CompletionRefusal, DetachedShell, ResidueItem, StopReport, TaskAcceptance,
@@ -52,14 +53,16 @@ pub use crate::bindings::task_store::{
     TaskError, TaskMetadata, TaskState,
 };
 pub use crate::bindings::tokens::Credential;
+use crate::telemetry;
 use agent::{Agent, Outcome, TaskInput};
-use capacity::{Started, Starts};
+use capacity::{Asked, Started, Starts};
 use events::{EventBody, EventLog, FrameKind, Reader};
 use handle::TaskReports;
 use lifecycle::{WORKING_WITHIN, ending};
 use live::Live;
+use opentelemetry::KeyValue;
 use record::{steps_events, unavailable, unavailable_now};
-use store::{Batch, NewRecord, Owner, Sees, Store, Transition};
+use store::{Batch, NewRecord, Owner, Sees, Store, Transition, state_word};
 
 pub use capacity::{BUSY, CLOSING};
 pub use delegations::{Child, Delegation};
@@ -282,7 +285,7 @@ impl Hub {
     /// [`Hub::start`], and the task as it settled when it was written ended:
     /// what a held SendMessage answers, without waiting or reading it again.
     pub fn start_settled(self: &Arc<Self>, new: NewTask) -> Started {
-        self.start_all(vec![new])
+        self.start_asked(vec![(new, telemetry::request_span())])
             .pop()
             .unwrap_or_else(|| Err(unavailable_now("no start was written")))
     }
@@ -297,7 +300,7 @@ impl Hub {
     /// writes, so a request leads one batch at most.
     pub async fn start_batched(self: &Arc<Self>, new: NewTask) -> Started {
         let (answer, answered) = oneshot::channel();
-        let (lead, wait) = self.starts.join((new, answer));
+        let (lead, wait) = self.starts.join(((new, telemetry::request_span()), answer));
         if lead {
             let mut lead = Lead(Some(self.clone()));
             if wait {
@@ -315,8 +318,8 @@ impl Hub {
     /// meanwhile, to the next.
     fn write_starting(self: &Arc<Self>) {
         let waiting = self.starts.take();
-        let (news, answers): (Vec<_>, Vec<_>) = waiting.into_iter().unzip();
-        for (started, answer) in self.start_all(news).into_iter().zip(answers) {
+        let (asked, answers): (Vec<_>, Vec<_>) = waiting.into_iter().unzip();
+        for (started, answer) in self.start_asked(asked).into_iter().zip(answers) {
             let _ = answer.send(started);
         }
         if !self.starts.more() {
@@ -335,6 +338,14 @@ impl Hub {
     /// rest. Nothing is announced (the live state, events, the agent) until
     /// the transaction commits.
     pub fn start_all(self: &Arc<Self>, news: Vec<NewTask>) -> Vec<Started> {
+        let request = telemetry::request_span();
+        let asked = news.into_iter().map(|new| (new, request.clone()));
+        self.start_asked(asked.collect())
+    }
+
+    /// [`Hub::start_all`], each start with the span of the request that
+    /// asked for it, its task's span's parent.
+    fn start_asked(self: &Arc<Self>, news: Vec<Asked>) -> Vec<Started> {
         let count = news.len();
         let mut live = self.lock();
         // What the batch's earlier starts leave live.
@@ -343,12 +354,13 @@ impl Hub {
         let mut queued = !live.queue.is_empty();
         let written = self.store.batch(|batch| {
             news.into_iter()
-                .map(|new| {
+                .map(|(new, request)| {
                     let busy = entered || !live.tasks.is_empty();
                     let refused =
                         capacity::refusal(self.closing(), self.acceptance, new.origin, busy);
                     let run_now = refused.is_none() && !running && !queued;
                     let written = self.write_start(batch, &live, new, refused, run_now)?;
+                    let written = written.traced(request.as_ref());
                     if written.waits() {
                         entered = true;
                         running |= run_now;
@@ -371,8 +383,15 @@ impl Hub {
             .map(|written| {
                 let written = written?;
                 let task = written.task;
+                let span = written.span;
                 self.events
                     .publish(written.ids, &task.id, &task.context_id, written.bodies);
+                if (written.refused || written.ended)
+                    && let Some(span) = &span
+                {
+                    let state = task.status.state;
+                    telemetry::task_ended(span, state_word(state), state == TaskState::Failed);
+                }
                 if written.refused {
                     return Ok((task, None));
                 }
@@ -389,8 +408,12 @@ impl Hub {
                     };
                     return Ok((first, Some(task)));
                 }
-                live.tasks
-                    .submitted(task.id.clone(), task.context_id.clone(), written.run_now);
+                live.tasks.submitted(
+                    task.id.clone(),
+                    task.context_id.clone(),
+                    written.run_now,
+                    span,
+                );
                 if written.run_now {
                     launch.push(written.input);
                 } else {
@@ -443,6 +466,7 @@ impl Hub {
             origin: new.origin,
             trust: new.trust,
             forget_session: new.forget_session,
+            trace: None,
         };
         // A task that runs now and that its agent ends at once is written
         // ended, in one change with the events of all three states.
@@ -473,6 +497,7 @@ impl Hub {
             ended: ended.is_some(),
             run_now,
             input,
+            span: None,
         })
     }
 
@@ -514,9 +539,22 @@ struct Written {
     ended: bool,
     run_now: bool,
     input: TaskInput,
+    /// The task's span, when the request that started it is traced.
+    span: Option<tracing::Span>,
 }
 
 impl Written {
+    /// The start of a task asked for in `request`'s span: the task's span,
+    /// and its trace context for the agent.
+    fn traced(mut self, request: Option<&tracing::Span>) -> Written {
+        if let Some(request) = request {
+            let span = telemetry::task_span(request, &self.task.id, &self.task.context_id);
+            self.input.trace = telemetry::trace_of(&span);
+            self.span = Some(span);
+        }
+        self
+    }
+
     /// The task stays live: submitted, to run now or to wait.
     fn waits(&self) -> bool {
         !self.refused && !self.ended
@@ -576,7 +614,7 @@ impl Hub {
         };
         let hub = self.clone();
         let task_id = id.clone();
-        let runner = tokio::spawn(async move {
+        let run = async move {
             let mut future = future;
             let outcome = tokio::select! {
                 biased;
@@ -587,7 +625,12 @@ impl Hub {
                 }
             };
             hub.finish(&task_id, outcome);
-        });
+        };
+        // What the agent logs names its task's trace.
+        let runner = match running.span() {
+            Some(span) => tokio::spawn(run.instrument(span.clone())),
+            None => tokio::spawn(run),
+        };
         running.runs(runner.abort_handle());
         None
     }
@@ -942,7 +985,11 @@ impl TaskReports for Hub {
             tracing::error!(task = %id, error = %e, "recording a question failed");
             return None;
         }
-        Some(live.tasks.get_mut(id).expect("checked above").pause())
+        let running = live.tasks.get_mut(id).expect("checked above");
+        if let Some(span) = running.span() {
+            telemetry::task_event(span, "input-required", Vec::new());
+        }
+        Some(running.pause())
     }
 
     /// Starts `command` for `task_id`, detached. Its output is kept, the
@@ -953,6 +1000,14 @@ impl TaskReports for Hub {
         let mut live = self.lock();
         self.may_detach(&mut live, task_id)?;
         let (item, exit) = live.detached.start(task_id, command)?;
+        if let Some(span) = live.tasks.get(task_id).and_then(|t| t.span()) {
+            // The command's first word, never the command.
+            let attributes = vec![
+                KeyValue::new("murmur.work_id", item.work_id.clone()),
+                KeyValue::new("murmur.binary", item.binary.clone()),
+            ];
+            telemetry::task_event(span, "detached", attributes);
+        }
         if let Err(e) = self.store.detached_started(task_id, &item) {
             // Only a resumed launch's report of lost commands misses it.
             tracing::error!(work = %item.work_id, error = %e, "recording a detached command failed");
@@ -989,10 +1044,20 @@ impl TaskReports for Hub {
     fn delegated(&self, task_id: &str, child: Child) -> std::io::Result<String> {
         let child = delegations::checked(child)?;
         let mut live = self.lock();
-        if !live.tasks.contains(task_id) {
+        let Some(running) = live.tasks.get(task_id) else {
             return Err(std::io::Error::other("the task has ended"));
+        };
+        let span = running.span().cloned();
+        let capsule = child.capsule.clone();
+        let delegation = live.delegations.open(task_id, child);
+        if let Some(span) = span {
+            let attributes = vec![
+                KeyValue::new("murmur.delegation.id", delegation.clone()),
+                KeyValue::new("murmur.delegation.capsule", capsule),
+            ];
+            telemetry::task_event(&span, "delegated", attributes);
         }
-        Ok(live.delegations.open(task_id, child))
+        Ok(delegation)
     }
 
     fn delegation_ended(&self, task_id: &str, delegation_id: &str) {

@@ -37,6 +37,11 @@ pub enum HostLine<'a> {
         forget_session: bool,
         origin: &'static str,
         trust: Option<&'a str>,
+        /// The task's trace context, when the door traces (W3C).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        traceparent: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tracestate: Option<&'a str>,
     },
     /// The client's reply to the task's question.
     Input {
@@ -408,12 +413,33 @@ mod tests {
             forget_session: false,
             origin: "client",
             trust: None,
+            traceparent: None,
+            tracestate: None,
         };
         assert_eq!(
             String::from_utf8(task.to_bytes()).unwrap(),
             "{\"type\":\"task\",\"task\":\"tsk_1\",\"contextId\":\"ctx_1\",\"text\":\"hi\",\
              \"images\":[{\"path\":\"/tmp/1.png\",\"mediaType\":\"image/png\"}],\
              \"forgetSession\":false,\"origin\":\"client\",\"trust\":null}\n"
+        );
+        // Traced: the task's trace context after the rest.
+        let traced = HostLine::Task {
+            task: "tsk_1",
+            context_id: "ctx_1",
+            text: "hi",
+            images: Vec::new(),
+            forget_session: false,
+            origin: "client",
+            trust: None,
+            traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+            tracestate: Some("k=v"),
+        };
+        assert_eq!(
+            String::from_utf8(traced.to_bytes()).unwrap(),
+            "{\"type\":\"task\",\"task\":\"tsk_1\",\"contextId\":\"ctx_1\",\"text\":\"hi\",\
+             \"images\":[],\"forgetSession\":false,\"origin\":\"client\",\"trust\":null,\
+             \"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\",\
+             \"tracestate\":\"k=v\"}\n"
         );
         let id = json!(3);
         for (line, expected) in [

@@ -544,6 +544,8 @@ async fn run(shared: Arc<Shared>, input: TaskInput, task: RunningTask) -> Outcom
         forget_session: input.forget_session,
         origin: lines::origin(input.origin),
         trust: input.trust.as_deref(),
+        traceparent: input.trace.as_ref().map(|t| t.traceparent.as_str()),
+        tracestate: input.trace.as_ref().and_then(|t| t.tracestate.as_deref()),
     };
     if let Err(why) = outbox.send(line.to_bytes()) {
         // The agent never had it: nothing to cancel.
