@@ -489,11 +489,16 @@ pub struct Trace {
     pub tracestate: Option<String>,
 }
 
-/// The span of a request, to parent what it starts; None when tracing is
-/// off (or outside a request).
+/// The span of the current request, to parent what it starts; None when
+/// tracing is off, outside a request, or for a trace the sampler does not
+/// keep (what would run in it is not kept either).
 pub fn request_span() -> Option<tracing::Span> {
-    on().then(tracing::Span::current)
-        .filter(|span| !span.is_disabled())
+    if !on() {
+        return None;
+    }
+    let span = tracing::Span::current();
+    let kept = span.context().span().span_context().is_sampled();
+    kept.then_some(span)
 }
 
 /// A task's span, from its acceptance to its end: a child of the span of
