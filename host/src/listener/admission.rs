@@ -35,12 +35,12 @@ pub const INSTANCE_WAIT: Duration = Duration::from_millis(1000);
 /// at once), else the client's address. Kept as a keyed hash (the keys are
 /// random per process), never as the token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Caller(u64);
+pub struct Account(u64);
 
-impl Caller {
+impl Account {
     /// Who a request counts against: its `authorization` when the door is
     /// `authenticated`, else its client's `address`.
-    pub fn of(authenticated: bool, authorization: Option<&[u8]>, address: IpAddr) -> Caller {
+    pub fn of(authenticated: bool, authorization: Option<&[u8]>, address: IpAddr) -> Account {
         use std::hash::{BuildHasher, Hash, Hasher};
         static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
         let mut hasher = KEYS.get_or_init(std::hash::RandomState::new).build_hasher();
@@ -54,7 +54,7 @@ impl Caller {
                 address.hash(&mut hasher);
             }
         }
-        Caller(hasher.finish())
+        Account(hasher.finish())
     }
 }
 
@@ -78,11 +78,11 @@ pub struct Admission {
     pool: Option<Arc<Semaphore>>,
     per_caller: u32,
     wait: Duration,
-    held: Mutex<HashMap<Caller, u32>>,
+    held: Mutex<HashMap<Account, u32>>,
 }
 
 /// One door instance, held until it drops.
-pub struct Slot(Option<(Arc<Admission>, Caller, Permits)>);
+pub struct Slot(Option<(Arc<Admission>, Account, Permits)>);
 
 /// A share's permit, and the pool's when the pool is shared.
 type Permits = (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>);
@@ -121,7 +121,7 @@ impl Admission {
 
     /// An instance for `caller`, within its share, waiting up to the wait
     /// for one to be free.
-    pub async fn admit(self: &Arc<Self>, caller: Caller) -> Result<Slot, Refused> {
+    pub async fn admit(self: &Arc<Self>, caller: Account) -> Result<Slot, Refused> {
         {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             let count = held.entry(caller).or_default();
@@ -154,7 +154,7 @@ impl Admission {
         (self.share as usize).saturating_sub(self.instances.available_permits())
     }
 
-    fn release(&self, caller: &Caller) {
+    fn release(&self, caller: &Account) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(count) = held.get_mut(caller) {
             *count -= 1;
@@ -189,8 +189,8 @@ mod tests {
 
     use super::*;
 
-    fn caller(n: u8) -> Caller {
-        Caller::of(false, None, IpAddr::from([10, 0, 0, n]))
+    fn caller(n: u8) -> Account {
+        Account::of(false, None, IpAddr::from([10, 0, 0, n]))
     }
 
     #[tokio::test]
@@ -253,20 +253,20 @@ mod tests {
         let here = IpAddr::from([127, 0, 0, 1]);
         let there = IpAddr::from([127, 0, 0, 2]);
         assert_eq!(
-            Caller::of(true, Some(b"Bearer x"), here),
-            Caller::of(true, Some(b"Bearer x"), there)
+            Account::of(true, Some(b"Bearer x"), here),
+            Account::of(true, Some(b"Bearer x"), there)
         );
         assert_ne!(
-            Caller::of(true, Some(b"Bearer x"), here),
-            Caller::of(true, Some(b"Bearer y"), here)
+            Account::of(true, Some(b"Bearer x"), here),
+            Account::of(true, Some(b"Bearer y"), here)
         );
         assert_eq!(
-            Caller::of(false, Some(b"Bearer x"), here),
-            Caller::of(false, Some(b"Bearer y"), here)
+            Account::of(false, Some(b"Bearer x"), here),
+            Account::of(false, Some(b"Bearer y"), here)
         );
         assert_ne!(
-            Caller::of(false, None, here),
-            Caller::of(false, None, there)
+            Account::of(false, None, here),
+            Account::of(false, None, there)
         );
     }
 }

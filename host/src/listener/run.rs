@@ -19,7 +19,7 @@ use crate::listener::failure::Failure;
 use crate::listener::response_body::{DoorBody, Failed, ResponseBody};
 use crate::sandbox::cpu;
 use crate::sandbox::engine::DoorInstance;
-use crate::sandbox::idle::{Idle, Kept, Owner};
+use crate::sandbox::idle::{Idle, Kept, KeptFor};
 use crate::sandbox::memory::MemoryLimit;
 use crate::sandbox::one_call;
 use crate::sandbox::request::RequestState;
@@ -38,7 +38,7 @@ pub type HeadSender = tokio::sync::oneshot::Sender<Head>;
 /// whatever was swapped in meanwhile.
 pub struct Run {
     pub serving: Serving,
-    pub owner: Owner,
+    pub owner: KeptFor,
     pub store: Store<RequestState>,
     /// None: instantiated in the run.
     pub instance: Option<DoorInstance>,

@@ -19,7 +19,7 @@ use wasmtime::Store;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::imports::request_body::BoxedBody;
-use crate::listener::admission::{self, Admission, Caller, Slot};
+use crate::listener::admission::{self, Account, Admission, Slot};
 use crate::listener::body::{BodyBudget, BodyLimits, RequestBody, Tally};
 use crate::listener::connections::{self, Busy, Connections};
 use crate::listener::failure::{Failure, too_many_redeems};
@@ -30,7 +30,7 @@ use crate::listener::response_body::{Failed, OpenStream, Probe, ResponseBody, Tr
 use crate::listener::run::{DoorRun, Run, answered};
 use crate::manifest::planes;
 use crate::sandbox::engine::{self, Door, DoorInstance};
-use crate::sandbox::idle::{Idle, Kept, Owner};
+use crate::sandbox::idle::{Idle, Kept, KeptFor};
 use crate::sandbox::memory::{self, MemoryPool};
 use crate::sandbox::request::{self, Limits, RequestState, Stores};
 use crate::session::Session;
@@ -511,12 +511,12 @@ impl Server {
         }
         let keep_card = keepable.then(|| serving.version());
         let authorization = parts.headers.get(hyper::header::AUTHORIZATION);
-        let caller = Caller::of(
+        let caller = Account::of(
             self.stores.session.capsule.authenticated,
             authorization.map(|v| v.as_bytes()),
             address,
         );
-        let owner = Owner::new(
+        let owner = KeptFor::new(
             &serving.live().door,
             self.stores.limits,
             authorization,
@@ -665,8 +665,8 @@ impl Server {
     async fn admitted(
         &self,
         request: Request<BoxedBody>,
-        caller: Caller,
-        (serving, owner, reuse_key): (Serving, Owner, ReuseKey),
+        caller: Account,
+        (serving, owner, reuse_key): (Serving, KeptFor, ReuseKey),
         keep_card: Option<Arc<Live>>,
         tally: &Tally,
     ) -> Response<ResponseBody> {
@@ -712,7 +712,7 @@ impl Server {
         let length = Some(body.len());
         let body = Full::new(body).map_err(|never| -> wasmtime_wasi_http::Error { match never {} });
         let serving = self.doors.serving();
-        let owner = Owner::new(
+        let owner = KeptFor::new(
             &serving.live().door,
             self.stores.limits,
             parts.headers.get(hyper::header::AUTHORIZATION),
@@ -815,7 +815,7 @@ impl Server {
     async fn run<B>(
         &self,
         serving: Serving,
-        owner: Owner,
+        owner: KeptFor,
         reuse_key: ReuseKey,
         request: Request<B>,
         slot: Slot,
@@ -923,7 +923,7 @@ impl Server {
     /// kept while they are still what the exports name, else opened anew.
     fn take_instance(
         &self,
-        owner: &Owner,
+        owner: &KeptFor,
         serving: &Serving,
         exports: Option<&planes::Exports>,
     ) -> (Store<RequestState>, Option<DoorInstance>, u32) {

@@ -9,7 +9,7 @@
 //! and no other capsule, whatever the door keeps (a door swapped in may keep
 //! what it likes in a static):
 //!
-//! - an instance serves one [`Owner`] only: one credential (the exact
+//! - an instance serves one [`KeptFor`] only: one credential (the exact
 //!   `Authorization` value) from one client address (behind a trusted
 //!   proxy, the client it names), and only on the capsule and session its
 //!   store last served. Whatever its memory still holds came from that
@@ -60,7 +60,7 @@ pub const MAX_KEPT_MEMORY: usize = 4 << 20;
 /// Whom a kept instance may serve: the same caller, of a door compiled from
 /// the same component, under the same limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Owner {
+pub struct KeptFor {
     /// The door's digest (one engine per host compiles a digest once).
     door: String,
     limits: Limits,
@@ -72,14 +72,14 @@ pub struct Owner {
     plane: Option<&'static str>,
 }
 
-impl Owner {
+impl KeptFor {
     pub fn new(
         door: &Door,
         limits: Limits,
         authorization: Option<&HeaderValue>,
         address: IpAddr,
-    ) -> Owner {
-        Owner {
+    ) -> KeptFor {
+        KeptFor {
             door: door.digest.clone(),
             limits,
             authorization: authorization.cloned(),
@@ -89,7 +89,7 @@ impl Owner {
     }
 
     /// The same caller, on `plane`.
-    pub fn on_plane(mut self, plane: Option<&'static str>) -> Owner {
+    pub fn on_plane(mut self, plane: Option<&'static str>) -> KeptFor {
         self.plane = plane;
         self
     }
@@ -106,7 +106,7 @@ pub struct Kept {
 /// The instances kept idle, oldest first.
 pub struct Idle {
     max: usize,
-    kept: Mutex<VecDeque<(Owner, Kept)>>,
+    kept: Mutex<VecDeque<(KeptFor, Kept)>>,
 }
 
 impl Idle {
@@ -121,7 +121,7 @@ impl Idle {
     /// The instance kept last for `owner` on `session`, if any, its memory
     /// counted among the live doors' again; None, and the instance dropped,
     /// when they have no room for it.
-    pub fn take(&self, owner: &Owner, session: &Arc<Session>) -> Option<Kept> {
+    pub fn take(&self, owner: &KeptFor, session: &Arc<Session>) -> Option<Kept> {
         if self.max == 0 {
             return None;
         }
@@ -142,7 +142,7 @@ impl Idle {
 
     /// Keeps `instance`, which has just answered a request of `owner`
     /// cleanly, if it may be kept; the oldest kept instance makes room.
-    pub fn keep(&self, owner: Owner, mut instance: Kept) {
+    pub fn keep(&self, owner: KeptFor, mut instance: Kept) {
         if self.max == 0
             || instance.uses >= MAX_USES
             || !instance.store.data().reusable(MAX_KEPT_MEMORY)
@@ -190,7 +190,7 @@ impl Idle {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(Owner, Kept)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(KeptFor, Kept)>> {
         // A panic while holding the lock leaves the list whole.
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
