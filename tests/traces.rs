@@ -220,6 +220,26 @@ fn an_untraced_door_hands_its_agent_no_trace() {
 }
 
 #[test]
+fn the_standard_variables_name_the_service_and_the_collectors_headers() {
+    let mut collector = Collector::start(&[]);
+    let door = traced(
+        &collector.endpoint(),
+        "info",
+        &[
+            ("OTEL_SERVICE_NAME", "door-a"),
+            ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-collector-key=k1"),
+        ],
+    );
+    assert_eq!(door.get("/.well-known/agent-card.json").status, 200);
+    let span = collector.span(|s| s["name"] == "GET /.well-known/agent-card.json");
+    assert_eq!(span["service"], "door-a");
+    assert_eq!(span["resource"]["deployment.environment"], "test");
+    assert_eq!(span["resource"]["service.version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(span["collector_key"], "k1");
+}
+
+#[test]
 fn an_untraced_request_starts_a_trace_and_an_error_gives_its_code() {
     let mut collector = Collector::start(&[]);
     let door = traced(&collector.endpoint(), "info", &[]);

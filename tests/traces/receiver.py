@@ -33,6 +33,8 @@ class Handler(BaseHTTPRequestHandler):
                         "links": [{"trace_id": l.trace_id.hex(), "span_id": l.span_id.hex()} for l in s.links],
                         "events": [e.name for e in s.events],
                         "service": resource.get("service.name"),
+                        "resource": resource,
+                        "collector_key": self.headers.get("x-collector-key"),
                     }), flush=True)
         out = ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
