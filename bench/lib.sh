@@ -54,3 +54,17 @@ wrk.headers["A2A-Version"] = "1.0"
 wrk.body = '$2'
 LUA
 }
+
+# poll PID URL LUA [CONNECTIONS]: wrk's req/s on URL and the door's CPU a
+# request, in µs (wrk shares the cores: the CPU moves less than req/s), as
+# "rate cpu". Reads $seconds, $connections and $tmp.
+poll() {
+  local before after
+  before=$(awk '{print $14 + $15}' "/proc/$1/stat")
+  # shellcheck disable=SC2154 # set by the script that sources this
+  wrk -t1 -c"${4:-$connections}" -d"${seconds}s" -s "$3" "$2" >"$tmp/wrk.txt"
+  after=$(awk '{print $14 + $15}' "/proc/$1/stat")
+  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
+    '/Requests\/sec/ {rate = $2} /^ *[0-9]+ requests in/ {n = $1}
+     END {printf "%d %.1f", rate, ticks / hz * 1e6 / n}' "$tmp/wrk.txt"
+}

@@ -38,18 +38,6 @@ pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 printf 'name: bench\nversion: 0.1.0\nlifecycle: {task_acceptance: queue}\n' >"$tmp/bench.yaml"
 
-# poll PID URL LUA [CONNECTIONS]: wrk's req/s and the door's CPU a request,
-# in µs (wrk shares the cores: the CPU moves less than req/s), as "rate cpu".
-poll() {
-  local before after
-  before=$(awk '{print $14 + $15}' "/proc/$1/stat")
-  wrk -t1 -c"${4:-$connections}" -d"${seconds}s" -s "$3" "$2/" >"$tmp/wrk.txt"
-  after=$(awk '{print $14 + $15}' "/proc/$1/stat")
-  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
-    '/Requests\/sec/ {rate = $2} /^ *[0-9]+ requests in/ {n = $1}
-     END {printf "%d %.1f", rate, ticks / hz * 1e6 / n}' "$tmp/wrk.txt"
-}
-
 declare -A url pid
 for setting in kept none; do
   # shellcheck disable=SC2206
@@ -109,7 +97,7 @@ for round in $(seq "$rounds"); do
     read -r load setting <<<"${loads[$i]}"
     over=$connections
     [ "$load" = changing ] && over=1
-    result=$(poll "${pid[$setting]}" "${url[$setting]}" "$tmp/$load-$setting.lua" "$over")
+    result=$(poll "${pid[$setting]}" "${url[$setting]}/" "$tmp/$load-$setting.lua" "$over")
     echo "$result" >>"$tmp/results-$i"
     row[i]=$result
   done

@@ -53,18 +53,6 @@ for _ in $(seq 50); do
 done
 sink="http://127.0.0.1:$(cat "$tmp/sink.port")"
 
-# poll PID URL LUA: wrk's req/s and the door's CPU a request, in µs, as
-# "rate cpu".
-poll() {
-  local before after
-  before=$(awk '{print $14 + $15}' "/proc/$1/stat")
-  wrk -t1 -c"$connections" -d"${seconds}s" -s "$3" "$2" >"$tmp/wrk.txt"
-  after=$(awk '{print $14 + $15}' "/proc/$1/stat")
-  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
-    '/Requests\/sec/ {rate = $2} /^ *[0-9]+ requests in/ {n = $1}
-     END {printf "%d %.1f", rate, ticks / hz * 1e6 / n}' "$tmp/wrk.txt"
-}
-
 settings=(off on 0.01)
 [ -n "${BEFORE_BIN:-}" ] && settings=(before "${settings[@]}")
 declare -A url pid
