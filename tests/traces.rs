@@ -235,7 +235,10 @@ fn the_standard_variables_name_the_service_and_the_collectors_headers() {
     let span = collector.span(|s| s["name"] == "GET /.well-known/agent-card.json");
     assert_eq!(span["service"], "door-a");
     assert_eq!(span["resource"]["deployment.environment"], "test");
-    assert_eq!(span["resource"]["service.version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        span["resource"]["service.version"],
+        env!("CARGO_PKG_VERSION")
+    );
     assert_eq!(span["collector_key"], "k1");
 }
 
