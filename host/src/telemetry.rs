@@ -188,7 +188,7 @@ pub fn install(runtime: tokio::runtime::Handle) -> Option<Tracing> {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .log_internal_errors(false)
-        .event_format(TraceIds(format()))
+        .event_format(TraceIds(format::format()))
         .with_filter(filter());
     // The host's own spans, and its warnings and errors as their events.
     let spans = tracing_opentelemetry::layer()
@@ -411,10 +411,6 @@ where
     }
 }
 
-fn format() -> Format {
-    format::format()
-}
-
 /// Makes `span` a child of the trace the request's `traceparent` and
 /// `tracestate` name (W3C Trace Context); a request without them starts a
 /// trace. Before the span is first entered.
@@ -455,8 +451,12 @@ pub fn control_span(
 
 /// What a request's head says of it, on its server span: the status, the
 /// JSON-RPC method (which names the span), whether a kept answer was sent
-/// again; a status of 500 or more marks it failed.
+/// again; a status of 500 or more marks it failed. Nothing when tracing is
+/// off.
 pub fn served(span: &tracing::Span, status: u16, rpc: Option<&str>, reused: bool) {
+    if !on() {
+        return;
+    }
     span.set_attribute("http.response.status_code", i64::from(status));
     span.set_attribute("murmur.reused", reused);
     if let Some(rpc) = rpc {

@@ -68,24 +68,22 @@ pub async fn serve(
         tokio::spawn(async move {
             let service = service_fn(move |request: Request<Incoming>| {
                 let (host, token, base) = (host.clone(), token.clone(), base.clone());
-                let span = telemetry::on().then(|| {
-                    let route = NAMED_ROUTES
-                        .iter()
-                        .copied()
-                        .find(|route| route_matches(route, request.uri().path()));
-                    telemetry::control_span(request.method(), route, request.headers())
-                });
+                let span = match telemetry::on() {
+                    true => {
+                        let path = request.uri().path();
+                        let route = NAMED_ROUTES
+                            .iter()
+                            .copied()
+                            .find(|r| route_matches(r, path));
+                        telemetry::control_span(request.method(), route, request.headers())
+                    }
+                    false => tracing::Span::none(),
+                };
                 async move {
-                    let reply = match span {
-                        Some(span) => {
-                            let reply = respond(&host, &token, &base, request)
-                                .instrument(span.clone())
-                                .await;
-                            telemetry::served(&span, reply.status().as_u16(), None, false);
-                            reply
-                        }
-                        None => respond(&host, &token, &base, request).await,
-                    };
+                    let reply = respond(&host, &token, &base, request)
+                        .instrument(span.clone())
+                        .await;
+                    telemetry::served(&span, reply.status().as_u16(), None, false);
                     Ok::<_, Infallible>(reply)
                 }
             });

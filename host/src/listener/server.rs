@@ -557,14 +557,12 @@ impl Server {
         if let Some(rpc) = &rpc {
             span.record("rpc", rpc.as_str());
         }
-        if traced.is_some() {
-            telemetry::served(
-                &span,
-                response.status().as_u16(),
-                rpc.as_deref(),
-                was_reused,
-            );
-        }
+        telemetry::served(
+            &span,
+            response.status().as_u16(),
+            rpc.as_deref(),
+            was_reused,
+        );
         tracing::debug!(
             status = response.status().as_u16(),
             micros = started.elapsed().as_micros() as u64,
@@ -605,9 +603,7 @@ impl Server {
     ) -> Response<HyperOutgoingBody> {
         let response = too_many_redeems(wait);
         tracing::debug!(status = 429, "request");
-        if telemetry::on() {
-            telemetry::served(&tracing::Span::current(), 429, None, false);
-        }
+        telemetry::served(&tracing::Span::current(), 429, None, false);
         self.count_redeem(429);
         let probe = self.probe(|| "peer", 429, started);
         response.map(|body| ResponseBody::host(body).busy(busy, probe))
@@ -628,9 +624,7 @@ impl Server {
             kept_card = true,
             "request"
         );
-        if traced.is_some() {
-            telemetry::served(&tracing::Span::current(), status, None, true);
-        }
+        telemetry::served(&tracing::Span::current(), status, None, true);
         let probe = self.probe(|| "card", status, started);
         response.map(|body| ResponseBody::whole(body).traced(traced).busy(busy, probe))
     }
@@ -651,10 +645,12 @@ impl Server {
             micros = started.elapsed().as_micros() as u64,
             "control request"
         );
-        if telemetry::on() {
-            let span = tracing::Span::current();
-            telemetry::served(&span, response.status().as_u16(), None, false);
-        }
+        telemetry::served(
+            &tracing::Span::current(),
+            response.status().as_u16(),
+            None,
+            false,
+        );
         let probe = self.probe(|| "control", response.status().as_u16(), started);
         response.map(|body| ResponseBody::host(body).busy(busy, probe))
     }
