@@ -309,6 +309,63 @@ fn a_burst_of_events_is_framed_once_for_every_stream() {
     assert_eq!(watched[watched.len() - streamed.len()..], streamed[..]);
 }
 
+// The instance that framed one task's burst is kept for the session's next
+// burst: a later task's stream carries its own events and nothing of the
+// first's, framed as the first's were (its ids, task and text aside).
+#[test]
+fn a_later_burst_is_framed_from_its_own_events_only() {
+    let door = Door::start(SINGLE);
+    let long = "a".repeat(20_000);
+    let first = streaming(&door, 1, &format!("reply {long}"), None, &[]).rest();
+    let second = streaming(&door, 1, "reply b", None, &[]).rest();
+    let task = |events: &[SseEvent]| events[0].data["result"]["task"]["id"].clone();
+    let (a, b) = (task(&first), task(&second));
+    assert_ne!(a, b);
+    let answer = |events: &[SseEvent]| {
+        events[events.len() - 2].data["result"]["artifactUpdate"]["artifact"]["parts"].clone()
+    };
+    assert_eq!(
+        answer(&first),
+        json!([{"text": long, "mediaType": "text/plain"}])
+    );
+    assert_eq!(
+        answer(&second),
+        json!([{"text": "b", "mediaType": "text/plain"}])
+    );
+    // Each event as written, with the task's own ids and times put back
+    // to one spelling.
+    let shape = |events: &[SseEvent], task: &Value, text: &str| -> Vec<String> {
+        let task = task.as_str().unwrap();
+        let context = events[0].data["result"]["task"]["contextId"]
+            .as_str()
+            .unwrap();
+        events
+            .iter()
+            .map(|e| {
+                let mut data = e.data.clone();
+                let at = |v: &mut Value| {
+                    for key in ["task", "statusUpdate"] {
+                        if let Some(status) = v["result"][key].get_mut("status") {
+                            status["timestamp"] = json!("T");
+                        }
+                    }
+                };
+                at(&mut data);
+                data.to_string()
+                    .replace(task, "TASK")
+                    .replace(context, "CONTEXT")
+                    .replace(text, "TEXT")
+            })
+            .collect()
+    };
+    let second_shape = shape(&second, &b, "\"b\"");
+    assert_eq!(shape(&first, &a, &format!("\"{long}\"")), second_shape);
+    assert!(
+        !second_shape.iter().any(|e| e.contains("aaaa")),
+        "{second_shape:?}"
+    );
+}
+
 // SendStreamingMessage ends its turn at TASK_STATE_INPUT_REQUIRED; the reply
 // streams the resumed TASK_STATE_WORKING and the rest. SubscribeToTask
 // stays open through the pause to the end.

@@ -112,8 +112,8 @@ const HOST: Layers = &[
             &["request", "cache"],
             &["engine"],
             &["one_call"],
-            &["framing"],
             &["idle"],
+            &["framing"],
         ],
     ),
     // Versions of the door, and the operator's surface over them.

@@ -80,21 +80,7 @@ impl Run {
         let door = async {
             let instance = match instance {
                 Some(instance) => instance,
-                None => {
-                    let door = &serving.live().door;
-                    match door.instantiate(&mut store).await {
-                        // Instances kept idle give way to a request (a pool
-                        // sized without room for them).
-                        Err(e)
-                            if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
-                                .is_some()
-                                && idle.clear() > 0 =>
-                        {
-                            door.instantiate(&mut store).await?
-                        }
-                        instantiated => instantiated?,
-                    }
-                }
+                None => idle.instantiate(&serving.live().door, &mut store).await?,
             };
             // One call when the door exports it; through wasi:http
             // otherwise (an older door).

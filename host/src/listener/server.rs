@@ -952,7 +952,7 @@ impl Server {
                 state.opened = Some(opened);
             }
         }
-        store.data_mut().door.framer = serving.live().framer(&self.stores);
+        store.data_mut().door.framer = serving.live().framer(&self.stores, &self.shared.idle);
         (store, instance, uses)
     }
 }

@@ -204,6 +204,8 @@ pub struct Door {
 /// One instance of a door: its `wasi:http` handler, and its one-call
 /// answer when it exports one.
 pub struct DoorInstance {
+    /// The instance, whose other exports (`framing`) are looked up on it.
+    pub instance: wasmtime::component::Instance,
     /// Its `wasi:http` handler, which answers when the door has no `answer`.
     pub proxy: Proxy,
     /// Its one-call `answer` export; None for an older door.
@@ -222,7 +224,11 @@ impl Door {
             Some(indices) => Some(indices.load(&mut *store, &instance)?),
             None => None,
         };
-        Ok(DoorInstance { proxy, answers })
+        Ok(DoorInstance {
+            instance,
+            proxy,
+            answers,
+        })
     }
 
     /// Compiles `bytes`, links it against the host's imports and

@@ -13,7 +13,9 @@
 //!   `Authorization` value) from one client address (behind a trusted
 //!   proxy, the client it names), and only on the capsule and session its
 //!   store last served. Whatever its memory still holds came from that
-//!   caller's own requests to that session;
+//!   caller's own requests to that session. An instance that framed
+//!   events ([`crate::sandbox::framing`]) frames only its session's events
+//!   and never answers a request;
 //! - the door keeps no state of its own between requests: `guest/` holds
 //!   no `static`, `thread_local` or lazily set global (a test here reads
 //!   its sources), so a request starts from what the host's imports answer,
@@ -70,6 +72,10 @@ pub struct KeptFor {
     /// serves only that plane's requests, whose preopens its store is
     /// given anew each time, and never a JSON-RPC request.
     plane: Option<&'static str>,
+    /// An instance that framed a session's events
+    /// ([`crate::sandbox::framing`]) frames only that session's events,
+    /// and never answers a request.
+    framing: bool,
 }
 
 impl KeptFor {
@@ -85,6 +91,19 @@ impl KeptFor {
             authorization: authorization.cloned(),
             address,
             plane: None,
+            framing: false,
+        }
+    }
+
+    /// The framing of `door`'s events under `limits`, for no caller.
+    pub fn framing(door: &Door, limits: Limits) -> KeptFor {
+        KeptFor {
+            door: door.digest.clone(),
+            limits,
+            authorization: None,
+            address: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            plane: None,
+            framing: true,
         }
     }
 
@@ -172,6 +191,26 @@ impl Idle {
             theirs
         };
         drop(dropped);
+    }
+
+    /// A new instance of `door` in `store`. Instances kept idle give way to
+    /// it when the pool has no slot left (a pool sized without room for
+    /// them).
+    pub async fn instantiate(
+        &self,
+        door: &Door,
+        store: &mut Store<RequestState>,
+    ) -> wasmtime::Result<DoorInstance> {
+        match door.instantiate(store).await {
+            Err(e)
+                if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                    .is_some()
+                    && self.clear() > 0 =>
+            {
+                door.instantiate(store).await
+            }
+            instantiated => instantiated,
+        }
     }
 
     /// Drops every kept instance, and says how many there were: for a pool

@@ -16,6 +16,7 @@ use crate::imports::events::FrameEvents;
 use crate::sandbox::cpu;
 use crate::sandbox::engine::{Door, DoorEngine};
 use crate::sandbox::framing::Framer;
+use crate::sandbox::idle::Idle;
 use crate::sandbox::request::Stores;
 use crate::session::tasks;
 use crate::versions::card::KeptCard;
@@ -89,11 +90,12 @@ pub struct Live {
 
 impl Live {
     /// What frames events for this version's streams, with `stores`'
-    /// limits; none when the door does not export `framing`.
-    pub fn framer(&self, stores: &Stores) -> Option<Arc<dyn FrameEvents>> {
+    /// limits, keeping its instance among `idle`'s; none when the door does
+    /// not export `framing`.
+    pub fn framer(&self, stores: &Stores, idle: &Arc<Idle>) -> Option<Arc<dyn FrameEvents>> {
         let framer = self
             .framer
-            .get_or_init(|| Framer::new(&self.door, stores, self.version).map(Arc::new));
+            .get_or_init(|| Framer::new(&self.door, stores, self.version, idle).map(Arc::new));
         framer.clone().map(|f| f as Arc<dyn FrameEvents>)
     }
 
