@@ -18,6 +18,7 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use crate::bindings::events::Event;
 use crate::bindings::task_store::Caller;
 use crate::session::Session;
+use crate::session::tasks::Settled;
 
 /// A request body as the door reads it.
 pub type BoxedBody = UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>;
@@ -74,6 +75,9 @@ pub struct DoorCtx {
     /// The task this request started, and who started it (see
     /// [`DoorCtx::started_by`]).
     pub started: Option<(Caller, String)>,
+    /// The settle pollable on the task it started, once the door waits on
+    /// it: the task as its ending wrote it, answered without a read.
+    pub settling: Option<Settled>,
     /// What frames events for this version's streams apart from them,
     /// when the door can (see [`FrameEvents`]).
     pub framer: Option<Arc<dyn FrameEvents>>,
@@ -187,6 +191,7 @@ impl DoorCtx {
             body: None,
             head: None,
             started: None,
+            settling: None,
             framer: None,
             stream_chunks: stream_chunks(QUEUE_BYTES),
             keeping: false,

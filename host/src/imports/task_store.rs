@@ -8,6 +8,7 @@ use super::ctx::DoorCtxView;
 use crate::bindings::task_store::{
     Caller, Host, ListQuery, NewTask, Page, Started, Task, TaskError,
 };
+use crate::session::tasks::Settled;
 use crate::telemetry;
 
 /// The attribute naming the task a traced request started or asked about.
@@ -44,6 +45,13 @@ impl Host for DoorCtxView<'_> {
     fn get(&mut self, caller: Caller, task_id: String) -> Result<Task, TaskError> {
         self.ctx.reading_tasks();
         telemetry::attribute(TASK_ID, task_id.clone());
+        // The task this request started and waited for, as its ending wrote
+        // it: no read of the store.
+        let ended = self.ctx.settling.as_ref().and_then(Settled::ended);
+        if let Some(task) = ended.filter(|_| self.ctx.started_by(&caller, &task_id)) {
+            self.ctx.reads.tasks.push(task_id);
+            return Ok(task);
+        }
         let task = self.ctx.session.tasks.get(&caller, &task_id);
         match &task {
             Ok(_) => self.ctx.reads.tasks.push(task_id),
@@ -76,7 +84,9 @@ impl Host for DoorCtxView<'_> {
         self.ctx.reads.other = true;
         let tasks = &self.ctx.session.tasks;
         let settled = if self.ctx.started_by(&caller, &task_id) {
-            tasks.settled_started(&task_id)
+            let settled = tasks.settled_started(&task_id);
+            self.ctx.settling = Some(settled.clone());
+            settled
         } else {
             tasks.settled(&caller, &task_id)?
         };

@@ -5,6 +5,7 @@
 //! for, what its settle pollables watch.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
@@ -13,7 +14,7 @@ use tokio::task::AbortHandle;
 use super::agent::Outcome;
 use super::settled::{Progress, Settled};
 use super::store::{Transition, state_word};
-use crate::bindings::task_store::{MemberStatus, TaskMetadata, TaskState};
+use crate::bindings::task_store::{MemberStatus, Task, TaskMetadata, TaskState};
 use crate::telemetry;
 
 /// A completed task's final status message ("Messages", "GetTask",
@@ -104,6 +105,7 @@ impl Tasks {
                 watch: watch::Sender::new(Progress {
                     state: TaskState::Submitted,
                     settles: 0,
+                    ended: None,
                 }),
                 no_answer_below: Vec::new(),
                 span,
@@ -146,10 +148,10 @@ impl Tasks {
         ids
     }
 
-    /// Task `id` has ended in `state`: its runner is aborted (dropping the
-    /// agent's future), the reply it waited for let go, and its watchers see
-    /// the final state.
-    pub(super) fn end(&mut self, id: &str, state: TaskState) {
+    /// Task `id` has ended in `state`, written as `task`: its runner is
+    /// aborted (dropping the agent's future), the reply it waited for let
+    /// go, and its watchers see the final state and the task.
+    pub(super) fn end(&mut self, id: &str, state: TaskState, task: Option<&Task>) {
         if let Some(running) = self.0.remove(id) {
             if let Some(runner) = running.runner {
                 runner.abort();
@@ -157,9 +159,13 @@ impl Tasks {
             if let Some(span) = &running.span {
                 telemetry::task_ended(span, state_word(state), state == TaskState::Failed);
             }
+            // Copied only for a request waiting on it.
+            let watched = running.watch.receiver_count() > 0;
+            let ended = task.filter(|_| watched).cloned().map(Arc::new);
             running.watch.send_modify(|p| {
                 p.state = state;
                 p.settles += 1;
+                p.ended = ended;
             });
         }
     }

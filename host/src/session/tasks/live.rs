@@ -7,7 +7,7 @@ use super::capacity::Queue;
 use super::delegations::Delegations;
 use super::detached::DetachedCommands;
 use super::lifecycle::Tasks;
-use crate::bindings::task_store::{TaskMetadata, TaskState};
+use crate::bindings::task_store::{Task, TaskMetadata, TaskState};
 
 /// What is live, guarded by one mutex.
 #[derive(Default)]
@@ -43,10 +43,10 @@ impl Live {
         Some(input)
     }
 
-    /// Task `id` has ended in `state` (written already): everything live
-    /// about it is let go.
-    pub(super) fn ended(&mut self, id: &str, state: TaskState) {
-        self.tasks.end(id, state);
+    /// Task `id` has ended in `state` (written already, as `task`):
+    /// everything live about it is let go.
+    pub(super) fn ended(&mut self, id: &str, state: TaskState, task: Option<&Task>) {
+        self.tasks.end(id, state, task);
         self.queue.remove(id);
         self.delegations.forget(id);
     }

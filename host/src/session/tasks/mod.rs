@@ -745,7 +745,7 @@ impl Hub {
             return Ok(None);
         };
         let task = self.write_steps(live, id, steps, now)?;
-        live.ended(id, to.state);
+        live.ended(id, to.state, task.as_ref());
         Ok(task)
     }
 

@@ -2,22 +2,27 @@
 //! task's [`Progress`] and the session's closing, so it is ready once the
 //! task ends or pauses in `input-required`, or the session closes.
 
+use std::sync::Arc;
+
 use tokio::sync::watch;
 
 use super::model::is_settled;
-use crate::bindings::task_store::TaskState;
+use crate::bindings::task_store::{Task, TaskState};
 
 /// What a settle pollable watches on a live task.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Progress {
     pub(super) state: TaskState,
     /// How many times the task has settled: a pollable made before a settle
     /// stays ready even when a reply moves the task on before it looks.
     pub(super) settles: u64,
+    /// The task as its ending wrote it, once it has ended.
+    pub(super) ended: Option<Arc<Task>>,
 }
 
 /// The pollable behind `task-store.settled`: ready once its task settles or
 /// the session closes. Waiting holds no thread: it awaits a watch channel.
+#[derive(Clone)]
 pub struct Settled {
     /// `None`: the task had ended when the pollable was made.
     watch: Option<watch::Receiver<Progress>>,
@@ -38,6 +43,13 @@ impl Settled {
             since,
             closed,
         }
+    }
+
+    /// The task as its ending wrote it, once it has ended while watched:
+    /// what a held SendMessage answers, without reading it again.
+    pub fn ended(&self) -> Option<Task> {
+        let ended = self.watch.as_ref()?.borrow().ended.clone()?;
+        Some(Arc::unwrap_or_clone(ended))
     }
 
     /// Resolves once the task has settled or the session closed; at once if

@@ -51,6 +51,34 @@ async fn a_task_ended_as_it_starts_is_answered_settled() {
     assert_eq!(settled, None);
 }
 
+// A task that runs is answered, once it ends, as its ending wrote it: the
+// pollable a held SendMessage waits on holds it, exactly as GetTask then
+// reports it; a pause, or a task nobody waited on, holds none.
+#[tokio::test]
+async fn a_settled_task_is_answered_as_its_ending_wrote_it() {
+    let hub = hub(TaskAcceptance::Queue);
+    let (task, _) = hub
+        .start_settled(new_task(declared("a"), "progress step\nreply done"))
+        .unwrap();
+    let mut settled = hub.settled_started(&task.id);
+    assert_eq!(settled.ended(), None);
+    tokio::time::timeout(Duration::from_secs(5), settled.wait())
+        .await
+        .unwrap();
+    let ended = settled.ended().expect("the task has ended");
+    assert_eq!(ended.status.state, TaskState::Completed);
+    assert_eq!(ended.response.as_deref(), Some("done"));
+    assert_eq!(hub.get(&declared("a"), &task.id).unwrap(), ended);
+
+    let (asking, _) = hub.start_settled(new_task(None, "ask why?")).unwrap();
+    let mut paused = hub.settled_started(&asking.id);
+    tokio::time::timeout(Duration::from_secs(5), paused.wait())
+        .await
+        .unwrap();
+    assert_eq!(state(&hub, &asking.id), TaskState::InputRequired);
+    assert_eq!(paused.ended(), None);
+}
+
 // Each start of a batch is decided as if the ones before it were live
 // already: in `queue`, one that runs makes the rest wait; in `single`, one
 // live task rejects the rest.
