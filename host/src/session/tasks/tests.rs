@@ -53,7 +53,7 @@ async fn a_task_ended_as_it_starts_is_answered_settled() {
 
 // A task that runs is answered, once it ends, as its ending wrote it: the
 // pollable a held SendMessage waits on holds it, exactly as GetTask then
-// reports it; a pause, or a task nobody waited on, holds none.
+// reports it; a pause holds none.
 #[tokio::test]
 async fn a_settled_task_is_answered_as_its_ending_wrote_it() {
     let hub = hub(TaskAcceptance::Queue);
