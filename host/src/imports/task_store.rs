@@ -47,8 +47,11 @@ impl Host for DoorCtxView<'_> {
         telemetry::attribute(TASK_ID, task_id.clone());
         // The task this request started and waited for, as its ending wrote
         // it: no read of the store.
-        let ended = self.ctx.settling.as_ref().and_then(Settled::ended);
-        if let Some(task) = ended.filter(|_| self.ctx.started_by(&caller, &task_id)) {
+        let ended = match self.ctx.started_by(&caller, &task_id) {
+            true => self.ctx.settling.as_ref().and_then(Settled::ended),
+            false => None,
+        };
+        if let Some(task) = ended {
             self.ctx.reads.tasks.push(task_id);
             return Ok(task);
         }

@@ -23,7 +23,6 @@ use crate::sandbox::idle::{Idle, Kept, KeptFor};
 use crate::sandbox::memory::MemoryLimit;
 use crate::sandbox::one_call;
 use crate::sandbox::request::RequestState;
-use crate::session::Session;
 use crate::versions::reuse::{Reuse, ReuseKey};
 use crate::versions::swap::Serving;
 
@@ -49,7 +48,6 @@ pub struct Run {
     /// Why the door failed, for the body it may have begun.
     pub failure: Failed,
     pub idle: Arc<Idle>,
-    pub session: Arc<Session>,
     /// What a reusable answer is kept under (see
     /// [`crate::versions::reuse`]).
     pub reuse_key: ReuseKey,
@@ -73,7 +71,6 @@ impl Run {
             held,
             failure,
             idle,
-            session,
             reuse_key,
         } = self;
         let meter = store.data().cpu.clone();
@@ -108,19 +105,14 @@ impl Run {
         let answered = cpu::metered(&meter, door).await;
         tracing::debug!(door = serving.live().version, uses, "door instance done");
         let answered = match answered {
-            // Kept for its caller's next request, unless the session is
-            // closing.
-            Ok(instance) if !session.tasks.closing() => {
+            // Kept for its caller's next request.
+            Ok(instance) => {
                 let kept = Kept {
                     store,
                     instance,
                     uses: uses + 1,
                 };
                 idle.keep(owner, kept);
-                Ok(())
-            }
-            Ok(_) => {
-                drop(store);
                 Ok(())
             }
             Err(trap) => {

@@ -30,9 +30,9 @@ use crate::listener::response_body::{Failed, OpenStream, Probe, ResponseBody, Tr
 use crate::listener::run::{DoorRun, Run, answered};
 use crate::manifest::planes;
 use crate::sandbox::engine::{self, Door, DoorInstance};
-use crate::sandbox::idle::{Idle, Kept, KeptFor};
+use crate::sandbox::idle::{Idle, KeptFor};
 use crate::sandbox::memory::{self, MemoryPool};
-use crate::sandbox::request::{self, Limits, RequestState, Stores};
+use crate::sandbox::request::{Limits, RequestState, Stores};
 use crate::session::Session;
 use crate::telemetry;
 use crate::versions::card;
@@ -854,7 +854,6 @@ impl Server {
             held: tally,
             failure: failed.clone(),
             idle: self.shared.idle.clone(),
-            session: self.stores.session.clone(),
             reuse_key,
         };
         // The door runs on the request's task until it answers (see
@@ -923,22 +922,11 @@ impl Server {
         serving: &Serving,
         exports: Option<&planes::Exports>,
     ) -> (Store<RequestState>, Option<DoorInstance>, u32) {
-        let (mut store, instance, uses) = match self.shared.idle.take(owner, &self.stores.session) {
-            Some(Kept {
-                mut store,
-                instance,
-                uses,
-            }) => {
-                let session = self.stores.session.clone();
-                request::start_over(&mut store, session, serving.live().version);
-                (store, Some(instance), uses)
-            }
-            None => {
-                let mut store = self.stores.store(&serving.live().door.engine);
-                store.data_mut().door.version = serving.live().version;
-                (store, None, 0)
-            }
-        };
+        let live = serving.live();
+        let (mut store, instance, uses) =
+            self.shared
+                .idle
+                .store_for(owner, &self.stores, &live.door, live.version);
         if let Some(exports) = exports {
             let planes = &self.stores.session.planes;
             let state = store.data_mut();

@@ -22,7 +22,7 @@ use crate::imports::events::{FrameEvents, Framed as Framing};
 use crate::sandbox::cpu;
 use crate::sandbox::engine::Door;
 use crate::sandbox::idle::{Idle, Kept, KeptFor};
-use crate::sandbox::request::{self, Stores};
+use crate::sandbox::request::Stores;
 
 /// Frames events for one door version's streams, on instances of its own
 /// that draw on the engine's framing slots (see [`crate::sandbox::engine`]) and run
@@ -61,22 +61,9 @@ impl Framer {
         };
         let _slot = self.door.engine.framing_slot().await;
         let owner = KeptFor::framing(&self.door, self.stores.limits);
-        let session = &self.stores.session;
-        let (mut store, instance, uses) = match self.idle.take(&owner, session) {
-            Some(Kept {
-                mut store,
-                instance,
-                uses,
-            }) => {
-                request::start_over(&mut store, session.clone(), self.version);
-                (store, Some(instance), uses)
-            }
-            None => {
-                let mut store = self.stores.store(&self.door.engine);
-                store.data_mut().door.version = self.version;
-                (store, None, 0)
-            }
-        };
+        let (mut store, instance, uses) =
+            self.idle
+                .store_for(&owner, &self.stores, &self.door, self.version);
         let meter = store.data().cpu.clone();
         let mut framed = Vec::with_capacity(events.len());
         let ran = cpu::metered(&meter, async {
@@ -93,8 +80,8 @@ impl Framer {
         })
         .await;
         match ran {
-            // Kept for the session's next framing, unless it is closing.
-            Ok(instance) if !session.tasks.closing() => {
+            // Kept for the session's next framing.
+            Ok(instance) => {
                 let uses = uses + 1;
                 self.idle.keep(
                     owner,
@@ -105,7 +92,6 @@ impl Framer {
                     },
                 );
             }
-            Ok(_) => {}
             Err(e) => framed.extend(failed(events.len() - framed.len(), &format!("{e:#}"))),
         }
         framed

@@ -50,7 +50,7 @@ use hyper::header::HeaderValue;
 use wasmtime::Store;
 
 use crate::sandbox::engine::{Door, DoorInstance};
-use crate::sandbox::request::{Limits, RequestState};
+use crate::sandbox::request::{self, Limits, RequestState, Stores};
 use crate::session::Session;
 
 /// Requests one instance answers before it is dropped.
@@ -159,12 +159,41 @@ impl Idle {
             .then_some(instance)
     }
 
+    /// A store for `owner`'s next call on `door` as `version`, in
+    /// `stores`' session: the one its last call left, with its instance and
+    /// the uses it has had, or a fresh one (no instance yet).
+    pub fn store_for(
+        &self,
+        owner: &KeptFor,
+        stores: &Stores,
+        door: &Door,
+        version: u64,
+    ) -> (Store<RequestState>, Option<DoorInstance>, u32) {
+        match self.take(owner, &stores.session) {
+            Some(Kept {
+                mut store,
+                instance,
+                uses,
+            }) => {
+                request::start_over(&mut store, stores.session.clone(), version);
+                (store, Some(instance), uses)
+            }
+            None => {
+                let mut store = stores.store(&door.engine);
+                store.data_mut().door.version = version;
+                (store, None, 0)
+            }
+        }
+    }
+
     /// Keeps `instance`, which has just answered a request of `owner`
-    /// cleanly, if it may be kept; the oldest kept instance makes room.
+    /// cleanly, if it may be kept (not for a session that is closing); the
+    /// oldest kept instance makes room.
     pub fn keep(&self, owner: KeptFor, mut instance: Kept) {
         if self.max == 0
             || instance.uses >= MAX_USES
             || !instance.store.data().reusable(MAX_KEPT_MEMORY)
+            || instance.store.data().door.session.tasks.closing()
         {
             return;
         }
