@@ -366,6 +366,59 @@ fn a_later_burst_is_framed_from_its_own_events_only() {
     );
 }
 
+// A stream's head waits while the door writes what it already has, so that
+// a task ended at its start is sent in one write: never past the body's
+// queue. With a queue of one 4 KiB write, a 100,000-byte answer
+// (SendStreamingMessage) and a 100,000-byte question in a subscription's
+// first event (SubscribeToTask: "the Task as it stands" first) each
+// arrive whole, head first.
+#[test]
+fn an_event_larger_than_the_queue_is_sent_whole() {
+    let door = Door::start_flagged(SINGLE, &["--stream-queue-bytes", "4096"]);
+    let answer = "a".repeat(100_000);
+    let mut stream = streaming(&door, 1, &format!("reply {answer}"), None, &[]);
+    assert_stream_head(&stream, None);
+    let events = stream.rest();
+    assert_eq!(
+        kinds_of(&events),
+        [
+            "task TASK_STATE_SUBMITTED",
+            "status TASK_STATE_SUBMITTED",
+            "status TASK_STATE_WORKING",
+            "artifact response",
+            "status TASK_STATE_COMPLETED"
+        ]
+    );
+    assert_eq!(
+        events[3].data["result"]["artifactUpdate"]["artifact"]["parts"],
+        json!([{"text": answer, "mediaType": "text/plain"}])
+    );
+
+    let question = "b".repeat(100_000);
+    let mut turn = streaming(&door, 2, &format!("ask {question}"), None, &[]);
+    let task_id = turn.rest()[0].data["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let body = json!({"jsonrpc": "2.0", "id": "sub-1", "method": "SubscribeToTask", "params": {"id": task_id}});
+    let mut subscription = door.open_stream(&body.to_string(), &[]);
+    assert_stream_head(&subscription, None);
+    let opening = subscription.next();
+    assert_eq!(
+        opening.data["result"]["task"]["artifacts"][0]["parts"],
+        json!([{"text": question, "mediaType": "text/plain"}])
+    );
+    let mut last = streaming(&door, 3, "reply done", Some(&task_id), &[]);
+    assert_eq!(
+        kinds_of(&last.rest()).last().unwrap(),
+        "status TASK_STATE_COMPLETED"
+    );
+    assert_eq!(
+        kinds_of(&subscription.rest()).last().unwrap(),
+        "status TASK_STATE_COMPLETED"
+    );
+}
+
 // SendStreamingMessage ends its turn at TASK_STATE_INPUT_REQUIRED; the reply
 // streams the resumed TASK_STATE_WORKING and the rest. SubscribeToTask
 // stays open through the pause to the end.

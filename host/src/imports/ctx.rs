@@ -4,8 +4,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -72,6 +72,9 @@ pub struct DoorCtx {
     pub body: Option<BoxedBody>,
     /// Where a one-call answer that streams sends its head.
     pub head: Option<HeadSender>,
+    /// A stream's head, held back while the door writes what it has at
+    /// once ([`HeldHead`]).
+    pub held_head: Option<HeldHead>,
     /// The task this request started, and who started it (see
     /// [`DoorCtx::started_by`]).
     pub started: Option<(Caller, String)>,
@@ -180,7 +183,42 @@ pub struct Reads {
     pub other: bool,
 }
 
+/// A stream's head the host holds back so that what the door writes at
+/// once goes out with it: a stream whose task ended as it started is sent
+/// in one write, head, events and end, where sending the head at once cost
+/// a write of its own. It is sent as soon as the door waits for anything
+/// (events not there yet, the idle timer, room in the body's queue), hands
+/// a delivery back to the door, or ends its call: the client waits for no
+/// more than the door's writing of what it already has.
+#[derive(Clone)]
+pub struct HeldHead(Arc<Mutex<Option<Unsent>>>);
+
+/// A response head not sent yet, and where it goes.
+type Unsent = (HeadSender, Response<HyperOutgoingBody>);
+
+impl HeldHead {
+    /// `response`, to be sent to `head`.
+    pub fn new(head: HeadSender, response: Response<HyperOutgoingBody>) -> HeldHead {
+        HeldHead(Arc::new(Mutex::new(Some((head, response)))))
+    }
+
+    /// Sends the head, once.
+    pub fn send(&self) {
+        let held = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((head, response)) = held {
+            let _ = head.send(Ok(response));
+        }
+    }
+}
+
 impl DoorCtx {
+    /// Sends the stream's head held back, if any.
+    pub fn send_head(&mut self) {
+        if let Some(held) = self.held_head.take() {
+            held.send();
+        }
+    }
+
     /// A request's imports, answering from `session`, nothing changed yet.
     pub fn new(session: Arc<Session>) -> DoorCtx {
         DoorCtx {
@@ -190,6 +228,7 @@ impl DoorCtx {
             plane: None,
             body: None,
             head: None,
+            held_head: None,
             started: None,
             settling: None,
             framer: None,

@@ -167,14 +167,18 @@ impl HostEvents for DoorCtxView<'_> {
                         tokio::select! {
                             biased;
                             () = reader.changed() => continue,
-                            () = &mut idle => return Ok(Passed::Idle),
+                            () = &mut idle => {}
                         }
+                        self.ctx.send_head();
+                        return Ok(Passed::Idle);
                     }
                     None => None,
                 },
                 None => reader.read(),
             };
             let Some(read) = read else {
+                self.ctx.send_head();
+                let reader = self.table.get_mut(&self::reader(&events))?;
                 tokio::select! {
                     biased;
                     () = reader.wait() => continue,
@@ -188,6 +192,7 @@ impl HostEvents for DoorCtxView<'_> {
                 ..
             } = read
             else {
+                self.ctx.send_head();
                 return Ok(Passed::Delivery(read.into_delivery()));
             };
             if frame && !frames {
@@ -200,7 +205,10 @@ impl HostEvents for DoorCtxView<'_> {
             match write_framed(out, framing, &request_id, total).await {
                 Wrote::Whole if ends => return Ok(Passed::Ended),
                 Wrote::Whole | Wrote::Skipped => {}
-                Wrote::Cut => return Ok(Passed::Left),
+                Wrote::Cut => {
+                    self.ctx.send_head();
+                    return Ok(Passed::Left);
+                }
             }
         }
     }

@@ -1,5 +1,6 @@
 //! `murmur:door/response-stream`: the body of an answer the door streams
-//! from a one-call `answer`. Opening it sends the response head; what the
+//! from a one-call `answer`. Opening it readies the response head, sent
+//! with what the door writes before it first waits ([`HeldHead`]); what the
 //! door writes goes to hyper through `wasi:http`'s own outgoing body, in
 //! writes of at most [`CHUNK_BYTES`] each, as many as
 //! `--stream-queue-bytes` holds (as on the `wasi:http` edge), so an unread
@@ -18,13 +19,58 @@ use hyper::body::{Frame, SizeHint};
 use hyper::header::{CONTENT_LENGTH, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use wasmtime::component::Resource;
+use wasmtime_wasi::p2::{
+    DynOutputStream, OutputStream as WasiOutputStream, Pollable, StreamResult,
+};
 use wasmtime_wasi_http::p2::body::{HostOutgoingBody, HyperOutgoingBody, StreamContext};
 use wasmtime_wasi_http::{DEFAULT_FORBIDDEN_HEADERS, Error};
 
 use crate::bindings::response_stream::{Host, OutputStream};
 use crate::imports::ctx::{DoorCtxView, SentFile};
 
-pub use crate::imports::ctx::{CHUNK_BYTES, HeadSender, QUEUE_BYTES, stream_chunks};
+pub use crate::imports::ctx::{CHUNK_BYTES, HeadSender, HeldHead, QUEUE_BYTES, stream_chunks};
+
+/// A stream's body with its head held back ([`HeldHead`]): the door's
+/// writes queue behind it until the queue is full, when the head is sent
+/// so that hyper takes them (a door waiting for room it never gets would
+/// never end).
+struct HeadFirst {
+    inner: DynOutputStream,
+    head: HeldHead,
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for HeadFirst {
+    async fn ready(&mut self) {
+        if self.inner.check_write().is_ok_and(|room| room == 0) {
+            self.head.send();
+        }
+        self.inner.ready().await
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl WasiOutputStream for HeadFirst {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.inner.write(bytes)
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        self.inner.flush()
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        let room = self.inner.check_write()?;
+        if room == 0 {
+            self.head.send();
+        }
+        Ok(room)
+    }
+
+    async fn cancel(&mut self) {
+        self.inner.cancel().await
+    }
+}
 
 /// A response as the door gave it, held to what the `wasi:http` edge lets a
 /// door send: a valid status, valid headers but none of the ones `wasi:http`
@@ -225,7 +271,12 @@ impl Host for DoorCtxView<'_> {
         let stream = outgoing
             .take_output_stream()
             .expect("a new body has its stream");
-        let _ = head.send(Ok(response(status, headers, None, body)?));
+        let held = HeldHead::new(head, response(status, headers, None, body)?);
+        self.ctx.held_head = Some(held.clone());
+        let stream: DynOutputStream = Box::new(HeadFirst {
+            inner: stream,
+            head: held,
+        });
         Ok(self.table.push(stream)?)
     }
 }

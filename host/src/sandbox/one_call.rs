@@ -1,7 +1,8 @@
 //! The door's one-call answer (`murmur:door/answer`): the request's head
 //! lowered once, its body read through `request-body` only when the door
-//! asks for it, and the answer lifted once, or, for a stream, its head sent
-//! when the door opens `response-stream` and its events written there within
+//! asks for it, and the answer lifted once, or, for a stream, its head
+//! readied when the door opens `response-stream` (and sent with what the
+//! door writes before it first waits) and its events written there within
 //! the same call. A request then costs one call instead of the ~18
 //! `wasi:http` calls and resources of the incoming handler, and a whole
 //! answer no channel between the door and hyper. A door without the export
@@ -45,6 +46,7 @@ pub async fn answer(
         .call_answer(&mut *store, request)
         .await;
     let door = &mut store.data_mut().door;
+    door.send_head();
     // A body the door did not read is not kept past the call.
     door.body = None;
     let head = door.head.take();
