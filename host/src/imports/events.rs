@@ -128,7 +128,37 @@ impl HostEvents for DoorCtxView<'_> {
     /// such event costs a copy and a write, and no call into the door. An
     /// event not framed yet is framed once for every stream of the
     /// version, on an instance of its own, when the door exports `framing`.
+    /// A stream's head held back goes once the loop waits for new events
+    /// or hands the door anything but the stream's end, which the call's
+    /// end sends with it ([`super::ctx::HeldHead`]).
     async fn pass_on(
+        &mut self,
+        events: Resource<Events>,
+        out: Resource<OutputStream>,
+        request_id: Vec<u8>,
+        frames: bool,
+        ends_at: Vec<TaskState>,
+        wait_ms: u64,
+    ) -> wasmtime::Result<Passed> {
+        let passed = self
+            .pass_framed_on(events, out, request_id, frames, ends_at, wait_ms)
+            .await;
+        if !matches!(passed, Ok(Passed::Ended)) {
+            self.ctx.send_head();
+        }
+        passed
+    }
+
+    /// Frees the reader: nothing of it is left in the log.
+    fn drop(&mut self, events: Resource<Events>) -> wasmtime::Result<()> {
+        self.table.delete(reader(&events))?;
+        Ok(())
+    }
+}
+
+impl DoorCtxView<'_> {
+    /// `events.pass-on`, but for the head.
+    async fn pass_framed_on(
         &mut self,
         events: Resource<Events>,
         out: Resource<OutputStream>,
@@ -167,18 +197,16 @@ impl HostEvents for DoorCtxView<'_> {
                         tokio::select! {
                             biased;
                             () = reader.changed() => continue,
-                            () = &mut idle => {}
+                            () = &mut idle => return Ok(Passed::Idle),
                         }
-                        self.ctx.send_head();
-                        return Ok(Passed::Idle);
                     }
                     None => None,
                 },
                 None => reader.read(),
             };
             let Some(read) = read else {
+                // Waiting for what is not there yet: the head goes first.
                 self.ctx.send_head();
-                let reader = self.table.get_mut(&self::reader(&events))?;
                 tokio::select! {
                     biased;
                     () = reader.wait() => continue,
@@ -192,7 +220,6 @@ impl HostEvents for DoorCtxView<'_> {
                 ..
             } = read
             else {
-                self.ctx.send_head();
                 return Ok(Passed::Delivery(read.into_delivery()));
             };
             if frame && !frames {
@@ -205,17 +232,8 @@ impl HostEvents for DoorCtxView<'_> {
             match write_framed(out, framing, &request_id, total).await {
                 Wrote::Whole if ends => return Ok(Passed::Ended),
                 Wrote::Whole | Wrote::Skipped => {}
-                Wrote::Cut => {
-                    self.ctx.send_head();
-                    return Ok(Passed::Left);
-                }
+                Wrote::Cut => return Ok(Passed::Left),
             }
         }
-    }
-
-    /// Frees the reader: nothing of it is left in the log.
-    fn drop(&mut self, events: Resource<Events>) -> wasmtime::Result<()> {
-        self.table.delete(reader(&events))?;
-        Ok(())
     }
 }

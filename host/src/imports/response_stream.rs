@@ -42,9 +42,8 @@ struct HeadFirst {
 #[wasmtime_wasi::async_trait]
 impl Pollable for HeadFirst {
     async fn ready(&mut self) {
-        if self.inner.check_write().is_ok_and(|room| room == 0) {
-            self.head.send();
-        }
+        // Sends the head when there is no room to wait for otherwise.
+        let _ = WasiOutputStream::check_write(self);
         self.inner.ready().await
     }
 }
