@@ -293,6 +293,7 @@ impl Fill {
                 _ => format!("ctx-{i}"),
             };
             let rejected = i % 50 == 11;
+            let now = self.tick();
             let record = NewRecord {
                 id: format!("tsk_{i:032x}"),
                 context_id,
@@ -308,8 +309,8 @@ impl Fill {
                 reference_task_ids: Vec::new(),
                 forget_session: false,
                 images: Vec::new(),
+                created_ms: now,
             };
-            let now = self.tick();
             self.store.insert(&record, now, 1).unwrap();
             writes += 1;
             if rejected {

@@ -55,8 +55,9 @@ const HOST: Layers = &[
     // lock, the event log, what the session's own tasks say; then each
     // concern a type of its own, the record (`store`) among them; the
     // handle an agent gets, and the events a change writes; what an agent
-    // is; the queue and each live task's lifecycle; what is live, under
-    // one lock. The hub (`mod.rs`) composes them.
+    // is; the queue, each live task's lifecycle and the held tasks not
+    // written yet; what is live, under one lock. The hub (`mod.rs`)
+    // composes them.
     (
         "session/tasks",
         &[
@@ -64,7 +65,7 @@ const HOST: Layers = &[
             &["delegations", "detached", "settled", "store"],
             &["handle", "record"],
             &["agent"],
-            &["capacity", "lifecycle"],
+            &["capacity", "lifecycle", "unwritten"],
             &["live"],
         ],
     ),

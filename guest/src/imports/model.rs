@@ -314,6 +314,8 @@ pub struct NewTask {
     pub origin: Origin,
     pub trust: Option<String>,
     pub forget_session: bool,
+    /// The request answers only once the task settles (a held SendMessage).
+    pub held: bool,
 }
 
 /// Why the store refused a call that names a task.

@@ -35,7 +35,7 @@ pub fn send_message(
     id: &Id,
 ) -> Result<Response, RpcError> {
     let (message, Started { task, settled }) =
-        accept(imports, capsule, params, caller, provenance)?;
+        accept(imports, capsule, params, caller, provenance, true)?;
     // A rejected task is answered at once; otherwise the task is held until
     // it settles unless the client asked for returnImmediately. A task its
     // agent ended as it started is answered as it settled.
@@ -56,13 +56,16 @@ pub fn send_message(
 
 /// Reads the message and hands it to the session: a new task, or the reply
 /// to the task its taskId names (never settled as it starts). Every refusal
-/// comes before anything starts.
+/// comes before anything starts. `holds`: the request answers a new task
+/// only once it settles, unless the message asks for returnImmediately
+/// (SendMessage; a stream opens with the task as first recorded).
 pub fn accept(
     imports: &impl Imports,
     capsule: &Capsule,
     params: &Map<String, Value>,
     caller: &Caller,
     provenance: Provenance,
+    holds: bool,
 ) -> Result<(Message, Started), RpcError> {
     let message = message::read(params, capsule)?;
     let text = text_for_agent(imports, caller, &message, provenance.trust.as_deref());
@@ -77,6 +80,7 @@ pub fn accept(
                 origin: provenance.origin,
                 trust: provenance.trust,
                 forget_session: message.forget_session,
+                held: holds && !message.return_immediately,
             })
             .map_err(|e| RpcError::from_store(e, ""))?,
         Some(task_id) => Started {

@@ -120,7 +120,7 @@ pub fn send_streaming_message<I: Imports>(
     // The stream opens with the task as first recorded and reads how it
     // settled from the log, like any other.
     let (message, Started { task, .. }) =
-        send::accept(imports, capsule, params, caller, provenance)?;
+        send::accept(imports, capsule, params, caller, provenance, false)?;
     let frames = activates_stream(request);
     let mut used = Vec::new();
     if message.uses_door_extension {

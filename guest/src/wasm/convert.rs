@@ -95,6 +95,7 @@ fn to_new_task(task: NewTask) -> store::NewTask {
         },
         trust: task.trust,
         forget_session: task.forget_session,
+        held: task.held,
     }
 }
 

@@ -1,12 +1,14 @@
 //! What is live in the session, guarded by the hub's one lock: the live
-//! tasks, the queue, the delegations and the detached commands, which a
-//! task's start, ending and cancel change together.
+//! tasks, the queue, the delegations, the detached commands and the held
+//! tasks not written yet, which a task's start, ending and cancel change
+//! together.
 
 use super::agent::TaskInput;
 use super::capacity::Queue;
 use super::delegations::Delegations;
 use super::detached::DetachedCommands;
 use super::lifecycle::Tasks;
+use super::unwritten::Unwritten;
 use crate::bindings::task_store::{Task, TaskMetadata, TaskState};
 
 /// What is live, guarded by one mutex.
@@ -20,6 +22,8 @@ pub(super) struct Live {
     pub(super) delegations: Delegations,
     /// Every detached command of the session.
     pub(super) detached: DetachedCommands,
+    /// The held tasks not written yet.
+    pub(super) unwritten: Unwritten,
 }
 
 impl Live {

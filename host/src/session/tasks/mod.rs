@@ -5,8 +5,8 @@
 //! task's state, from submitted to its ending), `delegations` (the
 //! sub-capsules a task delegated to, and the completions it awaits),
 //! `detached` (the commands a task leaves running), `settled` (the pollables
-//! a held SendMessage waits on) and `own` (what the session's own tasks
-//! say). [`Hub`], defined here, is the one place that changes several of
+//! a held SendMessage waits on), `unwritten` (the held tasks not written
+//! yet) and `own` (what the session's own tasks say). [`Hub`], defined here, is the one place that changes several of
 //! them together; an agent reaches it through its [`RunningTask`]
 //! (`handle`), which knows it only as what the task reports to.
 //!
@@ -37,10 +37,12 @@ mod settled;
 pub mod store;
 #[cfg(test)]
 pub(crate) mod testing;
+mod unwritten;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 use tracing::Instrument;
@@ -61,7 +63,7 @@ use handle::TaskReports;
 use lifecycle::{WORKING_WITHIN, ending};
 use live::Live;
 use opentelemetry::KeyValue;
-use record::{steps_events, unavailable, unavailable_now};
+use record::{steps_events, submitted_event, unavailable, unavailable_now};
 use store::{Batch, NewRecord, Owner, Sees, Store, Transition, state_word};
 
 pub use capacity::{BUSY, CLOSING};
@@ -84,6 +86,9 @@ pub struct Hub {
     live: Mutex<Live>,
     /// Starts waiting to be written in one batch.
     starts: Starts,
+    /// Whether held tasks wait unwritten ([`Live::unwritten`]): a read
+    /// writes them first.
+    unwritten: AtomicBool,
 }
 
 impl Hub {
@@ -123,6 +128,7 @@ impl Hub {
             closed: watch::Sender::new(false),
             live: Mutex::new(Live::default()),
             starts: Starts::default(),
+            unwritten: AtomicBool::new(false),
         })
     }
 
@@ -163,11 +169,11 @@ impl Hub {
         self.events.session_reader(after)
     }
 
-    /// Writes a transition and publishes its events. The `&Live` is the
+    /// Writes a transition and publishes its events. The `&mut Live` is the
     /// proof the live lock is held, which keeps the log's ids in order.
     fn write(
         &self,
-        live: &Live,
+        live: &mut Live,
         id: &str,
         to: &Transition,
         now: i64,
@@ -178,10 +184,11 @@ impl Hub {
     /// Writes the last of `steps` as one change, and publishes the events
     /// of every step in order: a task that passes through a state (working)
     /// on its way to another in the same moment has its events, but the
-    /// store is written once.
+    /// store is written once. A held task not written yet is inserted so,
+    /// its submission's events first.
     fn write_steps(
         &self,
-        _live: &Live,
+        live: &mut Live,
         id: &str,
         steps: &[&Transition],
         now: i64,
@@ -189,6 +196,28 @@ impl Hub {
         let Some(to) = steps.last() else {
             return Ok(None);
         };
+        if let Some(record) = live.unwritten.take(id) {
+            self.unwritten
+                .store(!live.unwritten.is_empty(), Ordering::Relaxed);
+            let mut bodies = vec![submitted_event(&record)];
+            bodies.extend(steps_events(steps, now));
+            let events = bodies.len() as u64;
+            let written = self
+                .store
+                .batch(|batch| batch.insert_ended(&record, Some(to), now, events))
+                .and_then(|written| written);
+            return match written {
+                Ok((task, ids)) => {
+                    self.events.publish(ids, &task.id, &task.context_id, bodies);
+                    Ok(Some(task))
+                }
+                Err(e) => {
+                    live.unwritten.put_back(record);
+                    self.unwritten.store(true, Ordering::Relaxed);
+                    Err(e)
+                }
+            };
+        }
         let bodies = steps_events(steps, now);
         let Some((task, ids)) = self.store.transition(id, to, now, bodies.len() as u64)? else {
             return Ok(None);
@@ -197,14 +226,110 @@ impl Hub {
         Ok(Some(task))
     }
 
+    /// Writes every held task not written yet as it was submitted.
+    fn write_unwritten(&self, live: &mut Live) {
+        let records = live.unwritten.take_all();
+        self.write_records(live, records);
+    }
+
+    /// Writes `records`, held tasks not written yet, as they were
+    /// submitted, in one batch, and publishes their events. One the store
+    /// refuses stays unwritten, for a later write to try again.
+    fn write_records(&self, live: &mut Live, records: Vec<NewRecord>) {
+        if records.is_empty() {
+            return;
+        }
+        let written = self.store.batch(|batch| {
+            records
+                .iter()
+                .map(|record| batch.insert_ended(record, None, record.created_ms, 1))
+                .collect::<Vec<_>>()
+        });
+        match written {
+            Ok(written) => {
+                for (record, written) in records.into_iter().zip(written) {
+                    match written {
+                        Ok((task, ids)) => {
+                            let submitted = vec![submitted_event(&record)];
+                            self.events
+                                .publish(ids, &task.id, &task.context_id, submitted);
+                        }
+                        Err(e) => {
+                            tracing::error!(task = %record.id, error = %e, "recording a held task failed");
+                            live.unwritten.put_back(record);
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "recording the held tasks failed");
+                for record in records.into_iter().rev() {
+                    live.unwritten.put_back(record);
+                }
+            }
+        }
+        self.unwritten
+            .store(!live.unwritten.is_empty(), Ordering::Relaxed);
+    }
+
+    /// Keeps `record`, a held task, unwritten, and makes sure it is written
+    /// once it has waited [`UNWRITTEN_AT_MOST`](unwritten::UNWRITTEN_AT_MOST):
+    /// a task of the runtime's writes the overdue ones, until none waits.
+    fn keep_unwritten(self: &Arc<Self>, live: &mut Live, record: NewRecord) {
+        let id = record.id.clone();
+        let watch = live.unwritten.keep(record);
+        self.unwritten.store(true, Ordering::Relaxed);
+        // Answers read before it no longer hold.
+        self.store.changing(vec![id]);
+        if !watch {
+            return;
+        }
+        let hub = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut wait = unwritten::UNWRITTEN_AT_MOST;
+            loop {
+                tokio::time::sleep(Duration::from_millis(wait.max(1) as u64)).await;
+                let Some(hub) = hub.upgrade() else {
+                    return;
+                };
+                let mut live = hub.lock();
+                let now = now_ms();
+                let overdue = live.unwritten.take_overdue(now);
+                hub.write_records(&mut live, overdue);
+                match live.unwritten.watch_until() {
+                    Some(until) => wait = until - now,
+                    None => return,
+                }
+            }
+        });
+    }
+
+    /// Writes the held tasks not written yet, for a read of the store to
+    /// find every task the session took (`None`), or task `id`.
+    fn write_held(&self, id: Option<&str>) {
+        if self.unwritten.load(Ordering::Relaxed) {
+            self.write_held_locked(&mut self.lock(), id);
+        }
+    }
+
+    /// [`Hub::write_held`] under the live lock. The tasks are written
+    /// together, in the order they came, whichever one is read.
+    fn write_held_locked(&self, live: &mut Live, id: Option<&str>) {
+        if id.is_none_or(|id| live.unwritten.holds(id)) {
+            self.write_unwritten(live);
+        }
+    }
+
     /// The images task `id` started with, in part order, for the runtime
     /// that shows them to its model (the door never reads them back).
     pub fn images(&self, id: &str) -> Result<Vec<Image>, TaskError> {
+        self.write_held(Some(id));
         self.store.images(id).map_err(unavailable)
     }
 
     /// The task as it stands, when the caller sees it.
     pub fn get(&self, caller: &Caller, id: &str) -> Result<Task, TaskError> {
+        self.write_held(Some(id));
         self.seen(caller, id)
     }
 
@@ -217,6 +342,7 @@ impl Hub {
 
     /// One page of the tasks the caller sees.
     pub fn list(&self, caller: &Caller, query: &ListQuery) -> Result<Page, TaskError> {
+        self.write_held(None);
         self.store
             .list(&Sees::of(caller), query)
             .map_err(unavailable)
@@ -224,6 +350,7 @@ impl Hub {
 
     /// How many tasks are in each state (murmur's words).
     pub fn count_by_state(&self) -> Result<Vec<(String, u64)>, TaskError> {
+        self.write_held(None);
         self.store.count_by_state().map_err(unavailable)
     }
 
@@ -239,6 +366,9 @@ impl Hub {
     /// running end with the process (or the embedder's runtime).
     pub fn close(&self) {
         self.closing.store(true, Ordering::SeqCst);
+        let mut live = self.lock();
+        self.write_unwritten(&mut live);
+        drop(live);
         self.closed.send_replace(true);
         self.events.close();
         self.lock().detached.kill();
@@ -279,6 +409,7 @@ impl Hub {
             origin: Origin::Session,
             trust: None,
             forget_session: false,
+            held: false,
         })
     }
 
@@ -384,8 +515,13 @@ impl Hub {
                 let written = written?;
                 let task = written.task;
                 let span = written.span;
-                self.events
-                    .publish(written.ids, &task.id, &task.context_id, written.bodies);
+                match written.unwritten {
+                    Some(record) => self.keep_unwritten(&mut live, record),
+                    None => {
+                        self.events
+                            .publish(written.ids, &task.id, &task.context_id, written.bodies)
+                    }
+                }
                 if (written.refused || written.ended)
                     && let Some(span) = &span
                 {
@@ -441,6 +577,7 @@ impl Hub {
     ) -> Result<Written, TaskError> {
         let id = ids::task_id();
         let context_id = new.context_id.unwrap_or_else(ids::context_id);
+        let now = now_ms();
         let record = NewRecord {
             id: id.clone(),
             context_id: context_id.clone(),
@@ -456,8 +593,8 @@ impl Hub {
             reference_task_ids: new.reference_task_ids,
             forget_session: new.forget_session,
             images: new.images.clone(),
+            created_ms: now,
         };
-        let now = now_ms();
         let input = TaskInput {
             task_id: id.clone(),
             context_id,
@@ -474,12 +611,22 @@ impl Hub {
             .then(|| self.agent.ends_at_once(&input))
             .flatten()
             .map(|outcome| ending(outcome, live.metadata(&id, now)));
-        let mut bodies = vec![events::status(
-            record.state,
-            record.status_message.clone(),
-            None,
-            now,
-        )];
+        if new.held && refused.is_none() && ended.is_none() {
+            // Nobody is told of it before it settles: written with its
+            // first change (see `unwritten`).
+            return Ok(Written {
+                task: unwritten_task(&record),
+                ids: 0..0,
+                bodies: Vec::new(),
+                refused: false,
+                ended: false,
+                run_now,
+                input,
+                span: None,
+                unwritten: Some(record),
+            });
+        }
+        let mut bodies = vec![submitted_event(&record)];
         if let Some(to) = &ended {
             bodies.extend(steps_events(
                 &[&Transition::to(TaskState::Working), to],
@@ -498,6 +645,7 @@ impl Hub {
             run_now,
             input,
             span: None,
+            unwritten: None,
         })
     }
 
@@ -541,6 +689,8 @@ struct Written {
     input: TaskInput,
     /// The task's span, when the request that started it is traced.
     span: Option<tracing::Span>,
+    /// A held task's record, kept to be written with its first change.
+    unwritten: Option<NewRecord>,
 }
 
 impl Written {
@@ -558,6 +708,26 @@ impl Written {
     /// The task stays live: submitted, to run now or to wait.
     fn waits(&self) -> bool {
         !self.refused && !self.ended
+    }
+}
+
+/// A held task as the session took it, before it is written: `submitted`,
+/// outside the change order (`change` 0) until its first write.
+fn unwritten_task(record: &NewRecord) -> Task {
+    let start = Transition::to(TaskState::Submitted);
+    Task {
+        id: record.id.clone(),
+        context_id: record.context_id.clone(),
+        status: Status {
+            state: TaskState::Submitted,
+            message: None,
+            timestamp_ms: record.created_ms,
+        },
+        response: None,
+        prompt: None,
+        residue: Vec::new(),
+        metadata: start.metadata,
+        change: 0,
     }
 }
 
@@ -759,6 +929,7 @@ impl Hub {
         text: String,
     ) -> Result<Task, TaskError> {
         let mut live = self.lock();
+        self.write_held_locked(&mut live, Some(id));
         let task = self.seen(caller, id)?;
         let Some(running) = live.tasks.get(id) else {
             return Err(TaskError::WrongState(task.status.state));
@@ -770,7 +941,7 @@ impl Hub {
             return Err(TaskError::OtherContext);
         }
         let task = self
-            .write(&live, id, &Transition::to(TaskState::Working), now_ms())
+            .write(&mut live, id, &Transition::to(TaskState::Working), now_ms())
             .map_err(unavailable)?
             .ok_or(TaskError::NotFound)?;
         let running = live.tasks.get_mut(id).expect("checked above");
@@ -790,6 +961,7 @@ impl Hub {
     /// still runs. An ended task answers `wrong-state` with its state.
     pub fn cancel(self: &Arc<Self>, caller: &Caller, id: &str) -> Result<Task, TaskError> {
         let mut live = self.lock();
+        self.write_held_locked(&mut live, Some(id));
         let task = self.seen(caller, id)?;
         if !live.tasks.contains(id) {
             return Err(TaskError::WrongState(task.status.state));
@@ -917,7 +1089,8 @@ impl Hub {
     /// A pollable for a held SendMessage: ready once the task settles (ends,
     /// or pauses in `input-required`) or the session closes.
     pub fn settled(&self, caller: &Caller, id: &str) -> Result<Settled, TaskError> {
-        let live = self.lock();
+        let mut live = self.lock();
+        self.write_held_locked(&mut live, Some(id));
         self.seen(caller, id)?;
         Ok(live.tasks.settled(id, self.closed.subscribe()))
     }
@@ -981,7 +1154,7 @@ impl TaskReports for Hub {
         }
         let mut to = Transition::to(TaskState::InputRequired);
         to.prompt = Some(prompt);
-        if let Err(e) = self.write(&live, id, &to, now_ms()) {
+        if let Err(e) = self.write(&mut live, id, &to, now_ms()) {
             tracing::error!(task = %id, error = %e, "recording a question failed");
             return None;
         }

@@ -3,7 +3,7 @@
 
 use super::events::{self, EventBody};
 use super::ids;
-use super::store::Transition;
+use super::store::{NewRecord, Transition};
 use crate::bindings::task_store::TaskError;
 
 /// The events a transition writes: the artifact it writes first (`response`,
@@ -27,6 +27,17 @@ fn transition_events(to: &Transition, now: i64) -> Vec<EventBody> {
     }
     bodies.push(events::status(to.state, message, message_id, now));
     bodies
+}
+
+/// The event of a task's submission (or refusal), as `record` first
+/// recorded it.
+pub(super) fn submitted_event(record: &NewRecord) -> EventBody {
+    events::status(
+        record.state,
+        record.status_message.clone(),
+        None,
+        record.created_ms,
+    )
 }
 
 /// The events of passing through `steps` in order.

@@ -36,6 +36,7 @@ pub fn new_task(caller: Caller, text: &str) -> NewTask {
         origin: Origin::Client,
         trust: None,
         forget_session: false,
+        held: false,
     }
 }
 

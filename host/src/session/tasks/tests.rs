@@ -658,3 +658,135 @@ async fn a_completion_that_arrives_early_waits_for_its_task() {
     let done = settle(&hub, &task.id).await;
     assert_eq!(done.response.as_deref(), Some("got it"));
 }
+
+/// A held SendMessage's task (see `unwritten`).
+fn held(text: &str) -> NewTask {
+    NewTask {
+        held: true,
+        ..new_task(None, text)
+    }
+}
+
+/// Task `id` as the store holds it, read without writing what is held.
+fn stored(hub: &Hub, id: &str) -> Option<Task> {
+    hub.store.get(id, &Sees::of(&None)).unwrap()
+}
+
+// A held task waiting its turn is not written until something needs it: a
+// read of the session's tasks writes it first, as it was submitted.
+#[tokio::test]
+async fn a_held_task_is_written_before_any_read_finds_the_store() {
+    let hub = hub(TaskAcceptance::Queue);
+    let (running, _) = hub.start_settled(held("sleep 10000")).unwrap();
+    let (queued, settled) = hub.start_settled(held("reply b")).unwrap();
+    assert_eq!(settled, None);
+    assert_eq!(queued.status.state, TaskState::Submitted);
+    assert_eq!(queued.change, 0, "outside the change order until written");
+    assert_eq!(stored(&hub, &running.id), None);
+    assert_eq!(stored(&hub, &queued.id), None);
+    let commits = hub.store.commits();
+    // GetTask writes both, in one commit, as they were submitted.
+    let read = hub.get(&None, &queued.id).unwrap();
+    assert_eq!(hub.store.commits(), commits + 1);
+    assert_eq!(read.status.state, TaskState::Submitted);
+    assert_eq!(read.status.timestamp_ms, queued.status.timestamp_ms);
+    assert_eq!(
+        stored(&hub, &running.id).unwrap().status.state,
+        TaskState::Submitted
+    );
+    let page = hub
+        .list(
+            &None,
+            &ListQuery {
+                context_id: None,
+                state: None,
+                status_after_ms: None,
+                after: None,
+                limit: 10,
+            },
+        )
+        .unwrap();
+    assert_eq!(page.total, 2);
+    assert_eq!(hub.store.commits(), commits + 1, "nothing more to write");
+    hub.cancel(&None, &running.id).unwrap();
+    let ended = settle(&hub, &queued.id).await;
+    assert_eq!(ended.response.as_deref(), Some("b"));
+}
+
+// A held task that ends as it runs is written once, ended, with the events
+// of its submission first.
+#[tokio::test]
+async fn a_held_task_that_ends_as_it_runs_is_written_once() {
+    let hub = hub(TaskAcceptance::Queue);
+    // A task waiting for input holds its turn; replied to, it ends.
+    let asking = hub.start(new_task(None, "ask why?")).unwrap();
+    until(&hub, &asking.id, TaskState::InputRequired).await;
+    let mut log = hub.session_events(None);
+    let (b, _) = hub.start_settled(held("reply b")).unwrap();
+    let (c, _) = hub.start_settled(held("reply c")).unwrap();
+    let mut settled = hub.settled_started(&c.id);
+    let commits = hub.store.commits();
+    // A read of another task writes nothing.
+    hub.reply(&None, &asking.id, None, "reply a".into())
+        .unwrap();
+    assert_eq!(stored(&hub, &b.id), None);
+    tokio::time::timeout(Duration::from_secs(10), settled.wait())
+        .await
+        .unwrap();
+    // One batch for each held task (the other task's writes are not
+    // batches).
+    assert_eq!(hub.store.commits(), commits + 2);
+    let ended = settled.ended().expect("held by the pollable");
+    assert_eq!(ended.response.as_deref(), Some("c"));
+    assert_eq!(stored(&hub, &c.id), Some(ended));
+    let b = stored(&hub, &b.id).unwrap();
+    assert_eq!(b.status.state, TaskState::Completed);
+    assert_eq!(b.change + 1, stored(&hub, &c.id).unwrap().change);
+    // The held task's events, its submission's first, then its run's.
+    let mut states = Vec::new();
+    while let Some(delivery) = log.next_delivery() {
+        if let events::Delivery::Event(event) = delivery
+            && event.task_id == b.id
+        {
+            states.push(match event.body {
+                EventBody::Status(update) => Some(update.status.state),
+                _ => None,
+            });
+        }
+    }
+    assert_eq!(
+        states,
+        [
+            Some(TaskState::Submitted),
+            Some(TaskState::Working),
+            None,
+            Some(TaskState::Completed)
+        ]
+    );
+}
+
+// A held task is written as it was submitted once it has waited
+// UNWRITTEN_AT_MOST, and when the session closes.
+#[tokio::test]
+async fn a_held_task_waits_unwritten_for_a_bounded_time() {
+    let hub = hub(TaskAcceptance::Queue);
+    let running = hub.start(new_task(None, "sleep 10000")).unwrap();
+    let (old, _) = hub.start_settled(held("reply a")).unwrap();
+    tokio::time::sleep(Duration::from_millis(
+        super::unwritten::UNWRITTEN_AT_MOST as u64 + 10,
+    ))
+    .await;
+    let (new, _) = hub.start_settled(held("reply b")).unwrap();
+    let old = stored(&hub, &old.id).expect("written once it waited");
+    assert_eq!(old.status.state, TaskState::Submitted);
+    assert_eq!(stored(&hub, &new.id), None);
+    hub.close();
+    assert_eq!(
+        stored(&hub, &new.id).unwrap().status.state,
+        TaskState::Submitted
+    );
+    assert_eq!(
+        stored(&hub, &running.id).unwrap().status.state,
+        TaskState::Working
+    );
+}

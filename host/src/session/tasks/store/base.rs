@@ -40,6 +40,8 @@ pub struct NewRecord {
     /// The message's images, kept for the runtime (never for a rejected
     /// task).
     pub images: Vec<Image>,
+    /// When the task was submitted: milliseconds since the Unix epoch.
+    pub created_ms: i64,
 }
 
 /// A task's new status and the artifacts and metadata that go with it. Every
@@ -158,6 +160,12 @@ impl Store {
     }
 
     /// After a commit on `writer` (see [`checkpoint`](super::checkpoint)) that changed `tasks`.
+    /// `tasks` changed ahead of their write (a held task the session took
+    /// and writes later): an answer read before no longer holds.
+    pub fn changing(&self, tasks: Vec<String>) {
+        self.writes.committed(tasks);
+    }
+
     pub(super) fn committed(&self, writer: &Connection, tasks: Vec<String>) {
         self.writes.committed(tasks);
         if let Some(checkpoints) = &self.checkpoints {

@@ -50,6 +50,9 @@ pub struct Batch<'a> {
     /// The counters as the writes so far leave them.
     last_change: u64,
     last_event: u64,
+    /// The transaction is open: begun by the batch's first write, so a
+    /// batch that writes nothing touches nothing.
+    begun: bool,
     /// A write of the batch is in the transaction.
     written: bool,
     /// The transaction was lost: the batch commits nothing.
@@ -86,6 +89,10 @@ impl Batch<'_> {
         if self.broken {
             return Err(rolled_back());
         }
+        if !self.begun {
+            self.control("BEGIN")?;
+            self.begun = true;
+        }
         let first = !self.written;
         if !first {
             self.control("SAVEPOINT write")?;
@@ -104,15 +111,16 @@ impl Batch<'_> {
                 self.last_event = last_event;
                 if self.conn.is_autocommit() {
                     // Gone with the transaction: the batch's writes before
-                    // this one too, unless it was the first.
+                    // this one too, unless it was the first (the next
+                    // write begins another).
                     if first {
-                        self.control("BEGIN")?;
+                        self.begun = false;
                     } else {
                         self.broken = true;
                     }
                 } else if first {
                     self.control("ROLLBACK")?;
-                    self.control("BEGIN")?;
+                    self.begun = false;
                 } else {
                     self.control("ROLLBACK TO write")?;
                     self.control("RELEASE write")?;
@@ -177,7 +185,7 @@ impl Batch<'_> {
                 running_json(&metadata.running_commands).to_string(),
                 json!(record.reference_task_ids).to_string(),
                 record.forget_session,
-                now_ms,
+                record.created_ms,
                 change as i64,
                 metadata.no_answer,
                 below_json(&metadata.no_answer_below).to_string(),
@@ -244,22 +252,43 @@ impl Store {
     /// once the transaction commits.
     pub fn batch<R>(&self, writes: impl FnOnce(&mut Batch<'_>) -> R) -> rusqlite::Result<R> {
         let mut inner = self.lock();
-        let tx = inner.conn.unchecked_transaction()?;
+        let conn = &inner.conn;
         let mut batch = Batch {
-            conn: &tx,
+            conn,
             last_change: inner.last_change,
             last_event: inner.last_event,
+            begun: false,
             written: false,
             broken: false,
             changed: Vec::new(),
         };
         let out = writes(&mut batch);
-        if batch.broken {
-            return Err(rolled_back());
+        let end = match (batch.broken, batch.begun && batch.written) {
+            (true, _) => Err(rolled_back()),
+            // Nothing written: nothing begun, or nothing left to commit.
+            (false, false) => Ok(false),
+            (false, true) => conn
+                .prepare_cached("COMMIT")
+                .and_then(|mut commit| commit.execute([]))
+                .map(|_| true),
+        };
+        let committed = match end {
+            Ok(committed) => committed,
+            Err(e) => {
+                if !conn.is_autocommit() {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+                return Err(e);
+            }
+        };
+        if batch.begun && !conn.is_autocommit() && !committed {
+            conn.execute_batch("ROLLBACK")?;
+        }
+        if !committed {
+            return Ok(out);
         }
         let (last_change, last_event) = (batch.last_change, batch.last_event);
         let changed = std::mem::take(&mut batch.changed);
-        tx.commit()?;
         self.committed(&inner.conn, changed);
         self.commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -27,6 +27,7 @@ fn record(owner: Owner, context: &str, state: TaskState) -> NewRecord {
         reference_task_ids: Vec::new(),
         forget_session: false,
         images: Vec::new(),
+        created_ms: 0,
     }
 }
 
