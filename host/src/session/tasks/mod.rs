@@ -297,6 +297,8 @@ impl Hub {
                 let overdue = live.unwritten.take_overdue(now);
                 hub.write_records(&mut live, overdue);
                 match live.unwritten.watch_until() {
+                    // One the store refused is tried again after as long.
+                    Some(until) if until <= now => wait = unwritten::UNWRITTEN_AT_MOST,
                     Some(until) => wait = until - now,
                     None => return,
                 }
