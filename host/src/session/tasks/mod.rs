@@ -197,26 +197,8 @@ impl Hub {
             return Ok(None);
         };
         if let Some(record) = live.unwritten.take(id) {
-            self.unwritten
-                .store(!live.unwritten.is_empty(), Ordering::Relaxed);
-            let mut bodies = vec![submitted_event(&record)];
-            bodies.extend(steps_events(steps, now));
-            let events = bodies.len() as u64;
-            let written = self
-                .store
-                .batch(|batch| batch.insert_ended(&record, Some(to), now, events))
-                .and_then(|written| written);
-            return match written {
-                Ok((task, ids)) => {
-                    self.events.publish(ids, &task.id, &task.context_id, bodies);
-                    Ok(Some(task))
-                }
-                Err(e) => {
-                    live.unwritten.put_back(record);
-                    self.unwritten.store(true, Ordering::Relaxed);
-                    Err(e)
-                }
-            };
+            let mut written = self.insert_held(live, vec![(record, steps, now)])?;
+            return written.pop().expect("one task inserted").map(Some);
         }
         let bodies = steps_events(steps, now);
         let Some((task, ids)) = self.store.transition(id, to, now, bodies.len() as u64)? else {
@@ -233,43 +215,80 @@ impl Hub {
     }
 
     /// Writes `records`, held tasks not written yet, as they were
-    /// submitted, in one batch, and publishes their events. One the store
-    /// refuses stays unwritten, for a later write to try again.
+    /// submitted ([`Hub::insert_held`]).
     fn write_records(&self, live: &mut Live, records: Vec<NewRecord>) {
         if records.is_empty() {
             return;
         }
+        let held = records.into_iter().map(|r| (r, &[][..], 0)).collect();
+        match self.insert_held(live, held) {
+            Ok(written) => {
+                for e in written.into_iter().filter_map(Result::err) {
+                    tracing::error!(error = %e, "recording a held task failed");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "recording the held tasks failed"),
+        }
+    }
+
+    /// Inserts held tasks not written yet in one batch, each
+    /// `(record, steps, now)` as the last of its steps leaves it at `now`
+    /// (as it was submitted when there is none), with its submission's
+    /// events first, and publishes the events of each written. One the
+    /// store refuses stays unwritten, for a later write to try again.
+    fn insert_held(
+        &self,
+        live: &mut Live,
+        held: Vec<(NewRecord, &[&Transition], i64)>,
+    ) -> rusqlite::Result<Vec<rusqlite::Result<Task>>> {
+        let bodies: Vec<Vec<EventBody>> = held
+            .iter()
+            .map(|(record, steps, now)| {
+                let mut bodies = vec![submitted_event(record)];
+                bodies.extend(steps_events(steps, *now));
+                bodies
+            })
+            .collect();
         let written = self.store.batch(|batch| {
-            records
-                .iter()
-                .map(|record| batch.insert_ended(record, None, record.created_ms, 1))
+            held.iter()
+                .zip(&bodies)
+                .map(|((record, steps, now), bodies)| {
+                    let at = if steps.is_empty() {
+                        record.created_ms
+                    } else {
+                        *now
+                    };
+                    let events = bodies.len() as u64;
+                    batch.insert_ended(record, steps.last().copied(), at, events)
+                })
                 .collect::<Vec<_>>()
         });
-        match written {
-            Ok(written) => {
-                for (record, written) in records.into_iter().zip(written) {
-                    match written {
-                        Ok((task, ids)) => {
-                            let submitted = vec![submitted_event(&record)];
-                            self.events
-                                .publish(ids, &task.id, &task.context_id, submitted);
-                        }
-                        Err(e) => {
-                            tracing::error!(task = %record.id, error = %e, "recording a held task failed");
-                            live.unwritten.put_back(record);
-                        }
+        let answer = match written {
+            Ok(written) => Ok(held
+                .into_iter()
+                .zip(written)
+                .zip(bodies)
+                .map(|(((record, _, _), written), bodies)| match written {
+                    Ok((task, ids)) => {
+                        self.events.publish(ids, &task.id, &task.context_id, bodies);
+                        Ok(task)
                     }
-                }
-            }
+                    Err(e) => {
+                        live.unwritten.put_back(record);
+                        Err(e)
+                    }
+                })
+                .collect()),
             Err(e) => {
-                tracing::error!(error = %e, "recording the held tasks failed");
-                for record in records.into_iter().rev() {
+                for (record, _, _) in held.into_iter().rev() {
                     live.unwritten.put_back(record);
                 }
+                Err(e)
             }
-        }
+        };
         self.unwritten
             .store(!live.unwritten.is_empty(), Ordering::Relaxed);
+        answer
     }
 
     /// Keeps `record`, a held task, unwritten, and makes sure it is written
@@ -370,10 +389,9 @@ impl Hub {
         self.closing.store(true, Ordering::SeqCst);
         let mut live = self.lock();
         self.write_unwritten(&mut live);
-        drop(live);
         self.closed.send_replace(true);
         self.events.close();
-        self.lock().detached.kill();
+        live.detached.kill();
     }
 }
 
