@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+pub use super::handle::Outcome;
 use super::handle::RunningTask;
 use crate::bindings::task_store::{Image, Origin};
 use crate::telemetry::Trace;
@@ -33,18 +34,6 @@ pub struct TaskInput {
     pub trace: Option<Trace>,
 }
 
-/// How a task ends, when its agent ends it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// `completed`, with the response artifact's text.
-    Completed(String),
-    /// `failed`, with the status message saying why.
-    Failed(String),
-    /// `failed` with `noAnswer: true` ("Task metadata"): a formation member
-    /// ended with end-without-answer. The status message says why.
-    NoAnswer(String),
-}
-
 /// The future an agent answers with.
 pub type AgentFuture = Pin<Box<dyn Future<Output = Outcome> + Send + 'static>>;
 
@@ -63,6 +52,15 @@ pub trait Agent: Send + Sync + 'static {
     fn ends_at_once(&self, input: &TaskInput) -> Option<Outcome> {
         let _ = input;
         None
+    }
+
+    /// Task `task_id`, which the agent was handed, was cancelled (CancelTask,
+    /// murmur.StopSession): called as the cancel is recorded, before the
+    /// next queued task is handed over, so that an agent of its own process
+    /// hears of the cancel before that task. The task's future is dropped
+    /// as well. Does nothing unless an agent needs it.
+    fn cancelled(&self, task_id: &str) {
+        let _ = task_id;
     }
 
     /// Called with a reply's text as it is delivered to a task waiting in

@@ -17,6 +17,9 @@ use crate::bindings::task_store::MemberStatus;
 /// What a running task reports to its session, and asks of it, by the
 /// task's id.
 pub(super) trait TaskReports: Send + Sync {
+    /// The agent ends the task with `outcome`, outside its future.
+    fn answer(self: Arc<Self>, id: &str, outcome: Outcome);
+
     /// A `working` status whose message is `message`.
     fn progress(&self, id: &str, message: &str);
 
@@ -47,6 +50,18 @@ pub(super) trait TaskReports: Send + Sync {
     /// Registers that the task awaits `delegation_id`: where its completion
     /// will come.
     fn expect(&self, id: &str, delegation_id: String) -> oneshot::Receiver<String>;
+}
+
+/// How a task ends, when its agent ends it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// `completed`, with the response artifact's text.
+    Completed(String),
+    /// `failed`, with the status message saying why.
+    Failed(String),
+    /// `failed` with `noAnswer: true` ("Task metadata"): a formation member
+    /// ended with end-without-answer. The status message says why.
+    NoAnswer(String),
 }
 
 /// A running task's line to its session: what an
@@ -103,6 +118,14 @@ impl RunningTask {
         let mut body = serde_json::Map::new();
         body.insert("text".into(), text.into());
         self.frame(FrameKind::Text, &body);
+    }
+
+    /// Ends the task with `outcome` now, as the agent's future answering it
+    /// would, and drops that future: for an agent that learns how a task
+    /// ends outside the future (a line of its own process). Ignored once
+    /// the task has ended.
+    pub fn answer(&self, outcome: Outcome) {
+        self.session.clone().answer(&self.id, outcome);
     }
 
     /// Pauses the task in `input-required` with `prompt` and resolves with

@@ -66,9 +66,11 @@ pub(super) struct Tasks(HashMap<String, Running>);
 pub(super) struct Running {
     state: TaskState,
     context_id: String,
-    /// The agent has been handed the task (`queue` runs one at a time).
+    /// The agent has been handed the task and has not answered it (`queue`
+    /// runs one at a time).
     started: bool,
-    /// The runner, once the agent runs: aborting it drops the agent's future.
+    /// The runner, once the agent's future runs: aborting it drops that
+    /// future.
     runner: Option<AbortHandle>,
     /// The agent runs it, and `working` is not recorded yet (see
     /// [`WORKING_WITHIN`]).
@@ -198,16 +200,34 @@ impl Running {
         &self.context_id
     }
 
-    /// `working` is not recorded yet though its agent runs it.
-    pub(super) fn working_unrecorded(&self) -> bool {
-        self.working_unrecorded
-    }
-
-    /// Its agent runs it, in `runner`: `working`, not recorded yet.
-    pub(super) fn runs(&mut self, runner: AbortHandle) {
+    /// Its agent is handed it: `working`, not recorded yet. What the agent
+    /// reports from now on is the task's, even before its future runs.
+    pub(super) fn runs(&mut self) {
         self.state = TaskState::Working;
         self.working_unrecorded = true;
+    }
+
+    /// Its agent's future runs in `runner`.
+    pub(super) fn runner(&mut self, runner: AbortHandle) {
         self.runner = Some(runner);
+    }
+
+    /// Whether its agent has been handed it, and has not answered it.
+    pub(super) fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Its agent has answered it, ending it in `state`: its future is
+    /// dropped (unless it is returning), nothing more it reports counts, and
+    /// the agent may be handed the next queued task while the ending is
+    /// written. Answers whether `working` was left unrecorded.
+    pub(super) fn answered(&mut self, state: TaskState) -> bool {
+        if let Some(runner) = self.runner.take() {
+            runner.abort();
+        }
+        self.started = false;
+        self.state = state;
+        std::mem::take(&mut self.working_unrecorded)
     }
 
     /// The runner is returning: nothing to abort.

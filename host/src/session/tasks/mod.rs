@@ -65,6 +65,7 @@ use live::Live;
 use opentelemetry::KeyValue;
 use record::{steps_events, submitted_event, unavailable, unavailable_now};
 use store::{Batch, NewRecord, Owner, Sees, Store, Transition, state_word};
+use unwritten::Kept;
 
 pub use capacity::{BUSY, CLOSING};
 pub use delegations::{Child, Delegation};
@@ -185,7 +186,9 @@ impl Hub {
     /// of every step in order: a task that passes through a state (working)
     /// on its way to another in the same moment has its events, but the
     /// store is written once. A held task not written yet is inserted so,
-    /// its submission's events first.
+    /// its submission's events first. The held tasks answered and not
+    /// written yet are written first, so that events keep the order of
+    /// what happened.
     fn write_steps(
         &self,
         live: &mut Live,
@@ -197,9 +200,17 @@ impl Hub {
             return Ok(None);
         };
         if let Some(record) = live.unwritten.take(id) {
-            let mut written = self.insert_held(live, vec![(record, steps, now)])?;
+            let mut held: Vec<_> = live
+                .unwritten
+                .take_ended()
+                .into_iter()
+                .map(|kept| (kept, &[][..], 0))
+                .collect();
+            held.push((record.into(), steps, now));
+            let mut written = self.insert_held(live, held)?;
             return written.pop().expect("one task inserted").map(Some);
         }
+        self.write_ended(live);
         let bodies = steps_events(steps, now);
         let Some((task, ids)) = self.store.transition(id, to, now, bodies.len() as u64)? else {
             return Ok(None);
@@ -208,19 +219,25 @@ impl Hub {
         Ok(Some(task))
     }
 
-    /// Writes every held task not written yet as it was submitted.
+    /// Writes every held task not written yet: as it was submitted, or
+    /// ended as its agent answered it.
     fn write_unwritten(&self, live: &mut Live) {
-        let records = live.unwritten.take_all();
-        self.write_records(live, records);
+        let kept = live.unwritten.take_all();
+        self.write_kept(live, kept);
     }
 
-    /// Writes `records`, held tasks not written yet, as they were
-    /// submitted ([`Hub::insert_held`]).
-    fn write_records(&self, live: &mut Live, records: Vec<NewRecord>) {
-        if records.is_empty() {
+    /// Writes the held tasks answered and not written yet, ended.
+    fn write_ended(&self, live: &mut Live) {
+        let kept = live.unwritten.take_ended();
+        self.write_kept(live, kept);
+    }
+
+    /// Writes `kept`, held tasks not written yet ([`Hub::insert_held`]).
+    fn write_kept(&self, live: &mut Live, kept: Vec<Kept>) {
+        if kept.is_empty() {
             return;
         }
-        let held = records.into_iter().map(|r| (r, &[][..], 0)).collect();
+        let held = kept.into_iter().map(|k| (k, &[][..], 0)).collect();
         match self.insert_held(live, held) {
             Ok(written) => {
                 for e in written.into_iter().filter_map(Result::err) {
@@ -232,56 +249,74 @@ impl Hub {
     }
 
     /// Inserts held tasks not written yet in one batch, each
-    /// `(record, steps, now)` as the last of its steps leaves it at `now`
+    /// `(kept, steps, now)` as the last of its steps leaves it at `now`
     /// (as it was submitted when there is none), with its submission's
-    /// events first, and publishes the events of each written. One the
-    /// store refuses stays unwritten, for a later write to try again.
+    /// events first, and publishes the events of each written. One its
+    /// agent answered is written `working`, then ended, and let go. One
+    /// the store refuses stays unwritten, for a later write to try again.
     fn insert_held(
         &self,
         live: &mut Live,
-        held: Vec<(NewRecord, &[&Transition], i64)>,
+        held: Vec<(Kept, &[&Transition], i64)>,
     ) -> rusqlite::Result<Vec<rusqlite::Result<Task>>> {
-        let bodies: Vec<Vec<EventBody>> = held
-            .iter()
-            .map(|(record, steps, now)| {
-                let mut bodies = vec![submitted_event(record)];
-                bodies.extend(steps_events(steps, *now));
-                bodies
-            })
-            .collect();
-        let written = self.store.batch(|batch| {
-            held.iter()
-                .zip(&bodies)
-                .map(|((record, steps, now), bodies)| {
-                    let at = if steps.is_empty() {
-                        record.created_ms
-                    } else {
-                        *now
-                    };
-                    let events = bodies.len() as u64;
-                    batch.insert_ended(record, steps.last().copied(), at, events)
+        let working = Transition::to(TaskState::Working);
+        let (written, bodies) = {
+            let steps: Vec<(Vec<&Transition>, i64)> = held
+                .iter()
+                .map(|(kept, steps, now)| match &kept.ending {
+                    Some((to, at)) => (vec![&working, to], *at),
+                    None => (steps.to_vec(), *now),
                 })
-                .collect::<Vec<_>>()
-        });
+                .collect();
+            let bodies: Vec<Vec<EventBody>> = held
+                .iter()
+                .zip(&steps)
+                .map(|((kept, _, _), (steps, now))| {
+                    let mut bodies = vec![submitted_event(&kept.record)];
+                    bodies.extend(steps_events(steps, *now));
+                    bodies
+                })
+                .collect();
+            let written = self.store.batch(|batch| {
+                held.iter()
+                    .zip(&steps)
+                    .zip(&bodies)
+                    .map(|(((kept, _, _), (steps, now)), bodies)| {
+                        let record = &kept.record;
+                        let at = if steps.is_empty() {
+                            record.created_ms
+                        } else {
+                            *now
+                        };
+                        let events = bodies.len() as u64;
+                        batch.insert_ended(record, steps.last().copied(), at, events)
+                    })
+                    .collect::<Vec<_>>()
+            });
+            (written, bodies)
+        };
         let answer = match written {
             Ok(written) => Ok(held
                 .into_iter()
                 .zip(written)
                 .zip(bodies)
-                .map(|(((record, _, _), written), bodies)| match written {
+                .map(|(((kept, _, _), written), bodies)| match written {
                     Ok((task, ids)) => {
                         self.events.publish(ids, &task.id, &task.context_id, bodies);
+                        if let Some((to, _)) = &kept.ending {
+                            live.ended(&task.id, to.state, Some(&task));
+                        }
                         Ok(task)
                     }
                     Err(e) => {
-                        live.unwritten.put_back(record);
+                        live.unwritten.put_back(kept);
                         Err(e)
                     }
                 })
                 .collect()),
             Err(e) => {
-                for (record, _, _) in held.into_iter().rev() {
-                    live.unwritten.put_back(record);
+                for (kept, _, _) in held.into_iter().rev() {
+                    live.unwritten.put_back(kept);
                 }
                 Err(e)
             }
@@ -314,7 +349,7 @@ impl Hub {
                 let mut live = hub.lock();
                 let now = now_ms();
                 let overdue = live.unwritten.take_overdue(now);
-                hub.write_records(&mut live, overdue);
+                hub.write_kept(&mut live, overdue);
                 match live.unwritten.watch_until() {
                     // One the store refused is tried again after as long.
                     Some(until) if until <= now => wait = unwritten::UNWRITTEN_AT_MOST,
@@ -795,11 +830,22 @@ impl Hub {
             }
         }
         let id = input.task_id.clone();
+        {
+            let mut live = self.lock();
+            let Some(running) = live.tasks.get_mut(&id) else {
+                // Cancelled before it ran.
+                return None;
+            };
+            running.runs();
+        }
         let handle = self.handle(id.clone(), input.context_id.clone());
         let future = self.agent.run(input, handle);
         let mut live = self.lock();
         let Some(running) = live.tasks.get_mut(&id) else {
-            // Cancelled before it ran.
+            // Ended while `run` was called (a cancel, or the agent's answer
+            // through its handle): the future is dropped unpolled.
+            drop(live);
+            drop(future);
             return None;
         };
         let hub = self.clone();
@@ -814,14 +860,14 @@ impl Hub {
                     future.await
                 }
             };
-            hub.finish(&task_id, outcome);
+            hub.finish(&task_id, outcome, true);
         };
         // What the agent logs names its task's trace.
         let runner = match running.span() {
             Some(span) => tokio::spawn(run.instrument(span.clone())),
             None => tokio::spawn(run),
         };
-        running.runs(runner.abort_handle());
+        running.runner(runner.abort_handle());
         None
     }
 
@@ -831,34 +877,71 @@ impl Hub {
         RunningTask::new(session, id, context_id)
     }
 
-    /// Records what the agent answered, unless the task ended meanwhile.
-    fn finish(self: &Arc<Self>, id: &str, outcome: Outcome) {
+    /// Records what the agent answered, unless the task ended meanwhile:
+    /// answered by its future (`returned`: its runner is returning) or
+    /// through its handle (the future is dropped); then hands the agent the
+    /// next queued task. A held task not written yet, answered while more
+    /// tasks wait than the next, is written with the ones answered after
+    /// it, [`ENDED_AT_MOST`](unwritten::ENDED_AT_MOST) later at most: the
+    /// agent works on the next meanwhile, and the clients of the others
+    /// keep it busy. Writes are what a task costs the door most.
+    fn finish(self: &Arc<Self>, id: &str, outcome: Outcome, returned: bool) {
         let mut live = self.lock();
         let Some(running) = live.tasks.get_mut(id) else {
             return;
         };
-        running.returned();
+        if returned {
+            running.returned();
+        }
         let now = now_ms();
         let to = ending(outcome, live.metadata(id, now));
-        if let Err(e) = self.end_ran(&mut live, id, &to, now) {
+        let running = live.tasks.get_mut(id).expect("live above");
+        let unrecorded = running.answered(to.state);
+        if unrecorded
+            && live.unwritten.holds(id)
+            && live.queue.len() > 1
+            && let Some(next) = live.next_queued()
+        {
+            match live.unwritten.end(id, to, now) {
+                Some(n) if n >= unwritten::ENDED_AT_ONCE => self.write_ended(&mut live),
+                Some(1) => self.write_ended_after(live.unwritten.ended_at_most),
+                _ => {}
+            }
+            drop(live);
+            self.launch(next);
+            return;
+        }
+        if let Err(e) = self.end_ran(&mut live, id, (&to, unrecorded), now) {
             tracing::error!(task = %id, error = %e, "recording a task's end failed; retrying each second");
             drop(live);
-            self.retry_end(id.to_string(), to);
+            self.retry_end(id.to_string(), to, unrecorded);
             return;
         }
         self.launch_next(live);
     }
 
+    /// Writes the held tasks answered and not written yet `wait` from now.
+    fn write_ended_after(self: &Arc<Self>, wait: Duration) {
+        let hub = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            if let Some(hub) = hub.upgrade() {
+                let mut live = hub.lock();
+                hub.write_ended(&mut live);
+            }
+        });
+    }
+
     /// Ends task `id`, which its agent ran, with `to`: `working` and the
-    /// ending in one write when `working` is not recorded yet.
+    /// ending in one write when `working` is not recorded yet
+    /// (`unrecorded`).
     fn end_ran(
         &self,
         live: &mut Live,
         id: &str,
-        to: &Transition,
+        (to, unrecorded): (&Transition, bool),
         now: i64,
     ) -> rusqlite::Result<Option<Task>> {
-        let unrecorded = live.tasks.get(id).is_some_and(|r| r.working_unrecorded());
         let working = Transition::to(TaskState::Working);
         let steps: &[&Transition] = match unrecorded {
             true => &[&working, to],
@@ -891,7 +974,7 @@ impl Hub {
     /// once a second while the task is live and the session open: the task
     /// ends once there is room, and the requests waiting for it are answered
     /// then. Until it does, it stays live and holds its capacity.
-    fn retry_end(self: &Arc<Self>, id: String, to: Transition) {
+    fn retry_end(self: &Arc<Self>, id: String, to: Transition, unrecorded: bool) {
         let hub = self.clone();
         tokio::spawn(async move {
             loop {
@@ -900,7 +983,10 @@ impl Hub {
                 if !live.tasks.contains(&id) || hub.closing() {
                     return;
                 }
-                if hub.end_ran(&mut live, &id, &to, now_ms()).is_ok() {
+                if hub
+                    .end_ran(&mut live, &id, (&to, unrecorded), now_ms())
+                    .is_ok()
+                {
                     tracing::info!(task = %id, "a task's end recorded after a retry");
                     hub.launch_next(live);
                     return;
@@ -1012,7 +1098,12 @@ impl Hub {
         let mut to = Transition::to(TaskState::Canceled);
         to.residue = residue;
         to.metadata = live.metadata(id, now);
-        self.end(live, id, &to, now)
+        let started = live.tasks.get(id).is_some_and(|r| r.started());
+        let task = self.end(live, id, &to, now)?;
+        if started {
+            self.agent.cancelled(id);
+        }
+        Ok(task)
     }
 
     /// murmur.StopSession: cancels every live task and reports the sorted
@@ -1124,6 +1215,10 @@ impl Hub {
 
 /// What a running task asks of its session (through [`RunningTask`]).
 impl TaskReports for Hub {
+    fn answer(self: Arc<Self>, id: &str, outcome: Outcome) {
+        self.finish(id, outcome, false);
+    }
+
     /// A `working` status whose message is `message`, written as it
     /// happens: its own message id, timestamped now.
     fn progress(&self, id: &str, message: &str) {
@@ -1152,7 +1247,8 @@ impl TaskReports for Hub {
     fn frame(&self, id: &str, kind: FrameKind, body: &serde_json::Map<String, serde_json::Value>) {
         let mut live = self.lock();
         self.record_working_locked(&mut live, id);
-        let Some(running) = live.tasks.get(id) else {
+        // Not once its agent has answered it.
+        let Some(running) = live.tasks.get(id).filter(|r| is_live(r.state())) else {
             return;
         };
         match self.store.number(1) {

@@ -743,26 +743,7 @@ async fn a_held_task_that_ends_as_it_runs_is_written_once() {
     assert_eq!(b.status.state, TaskState::Completed);
     assert_eq!(b.change + 1, stored(&hub, &c.id).unwrap().change);
     // The held task's events, its submission's first, then its run's.
-    let mut states = Vec::new();
-    while let Some(delivery) = log.next_delivery() {
-        if let events::Delivery::Event(event) = delivery
-            && event.task_id == b.id
-        {
-            states.push(match event.body {
-                EventBody::Status(update) => Some(update.status.state),
-                _ => None,
-            });
-        }
-    }
-    assert_eq!(
-        states,
-        [
-            Some(TaskState::Submitted),
-            Some(TaskState::Working),
-            None,
-            Some(TaskState::Completed)
-        ]
-    );
+    assert_eq!(states_of(&mut log, &b.id), COMPLETED_EVENTS);
 }
 
 // A held task is written as it was submitted once it has waited
@@ -789,4 +770,147 @@ async fn a_held_task_waits_unwritten_for_a_bounded_time() {
         stored(&hub, &running.id).unwrap().status.state,
         TaskState::Working
     );
+}
+
+/// Answers each task with its text as soon as it runs, but a task whose
+/// text is `wait` once `open` is notified; counts the tasks it is handed.
+#[derive(Default)]
+struct Gate {
+    open: Arc<tokio::sync::Notify>,
+    handed: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Agent for Gate {
+    fn run(&self, input: TaskInput, _task: RunningTask) -> agent::AgentFuture {
+        self.handed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let open = self.open.clone();
+        Box::pin(async move {
+            if input.text == "wait" {
+                open.notified().await;
+            }
+            Outcome::Completed(input.text)
+        })
+    }
+}
+
+/// What [`states_of`] finds of a task that ran and completed: its
+/// submission, its run, its response and its ending.
+const COMPLETED_EVENTS: [Option<TaskState>; 4] = [
+    Some(TaskState::Submitted),
+    Some(TaskState::Working),
+    None,
+    Some(TaskState::Completed),
+];
+
+/// The states of task `id`'s status events in `log`, `None` for another
+/// event.
+fn states_of(log: &mut events::Reader, id: &str) -> Vec<Option<TaskState>> {
+    let mut states = Vec::new();
+    while let Some(delivery) = log.next_delivery() {
+        if let events::Delivery::Event(event) = delivery
+            && event.task_id == id
+        {
+            states.push(match event.body {
+                EventBody::Status(update) => Some(update.status.state),
+                _ => None,
+            });
+        }
+    }
+    states
+}
+
+// Held tasks their agent answers while more tasks wait than the next one
+// are written together with the next ending written, each with its
+// events; the agent is handed the next task first. (ENDED_AT_MOST is
+// stretched: it does not pass while the tasks run.)
+#[tokio::test]
+async fn held_tasks_answered_while_others_wait_are_written_together() {
+    let gate = Gate::default();
+    let open = gate.open.clone();
+    let hub = hub_with(gate, TaskAcceptance::Queue);
+    hub.lock().unwritten.ended_at_most = Duration::from_secs(3600);
+    let first = hub.start(new_task(None, "wait")).unwrap();
+    let mut log = hub.session_events(None);
+    let held: Vec<Task> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|text| hub.start_settled(held(text)).unwrap().0)
+        .collect();
+    let mut settled = hub.settled_started(&held[3].id);
+    let commits = hub.store.commits();
+    open.notify_one();
+    tokio::time::timeout(Duration::from_secs(10), settled.wait())
+        .await
+        .unwrap();
+    // a, b and c in one batch (c's turn left one task waiting), d in
+    // another (the first task's ending is no batch).
+    assert_eq!(hub.store.commits(), commits + 2);
+    let ended: Vec<Task> = held.iter().map(|t| stored(&hub, &t.id).unwrap()).collect();
+    for (task, text) in ended.iter().zip(["a", "b", "c", "d"]) {
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert_eq!(task.response.as_deref(), Some(text));
+    }
+    assert!(ended.windows(2).all(|w| w[0].change < w[1].change));
+    assert!(stored(&hub, &first.id).unwrap().change < ended[0].change);
+    assert_eq!(states_of(&mut log, &held[0].id), COMPLETED_EVENTS);
+}
+
+// A held task answered and not written yet is written, ended, before a
+// read finds the store; until then, its request waits.
+#[tokio::test]
+async fn an_answered_held_task_is_written_before_a_read() {
+    let gate = Gate::default();
+    let (open, handed) = (gate.open.clone(), gate.handed.clone());
+    let hub = hub_with(gate, TaskAcceptance::Queue);
+    hub.lock().unwritten.ended_at_most = Duration::from_secs(3600);
+    hub.start(new_task(None, "wait")).unwrap();
+    let (a, _) = hub.start_settled(held("a")).unwrap();
+    let (b, _) = hub.start_settled(held("wait")).unwrap();
+    let (c, _) = hub.start_settled(held("c")).unwrap();
+    let settled = hub.settled_started(&a.id);
+    open.notify_one();
+    // The first ends, a is answered, b runs.
+    while handed.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(stored(&hub, &a.id), None);
+    assert_eq!(settled.ended(), None);
+    let commits = hub.store.commits();
+    let read = hub.get(&None, &a.id).unwrap();
+    assert_eq!(hub.store.commits(), commits + 1);
+    assert_eq!(read.status.state, TaskState::Completed);
+    assert_eq!(read.response.as_deref(), Some("a"));
+    assert_eq!(settled.ended(), Some(read));
+    // Written with it, as they were submitted: b runs, c waits.
+    for task in [&b, &c] {
+        let stored = stored(&hub, &task.id).unwrap();
+        assert_eq!(stored.status.state, TaskState::Submitted);
+    }
+    open.notify_one();
+    assert_eq!(settle(&hub, &c.id).await.response.as_deref(), Some("c"));
+    assert_eq!(state(&hub, &b.id), TaskState::Completed);
+}
+
+// An answered held task waits unwritten ENDED_AT_MOST at most, with
+// nothing else to write it.
+#[tokio::test]
+async fn an_answered_held_task_waits_unwritten_for_a_bounded_time() {
+    let gate = Gate::default();
+    let open = gate.open.clone();
+    let hub = hub_with(gate, TaskAcceptance::Queue);
+    hub.start(new_task(None, "wait")).unwrap();
+    let (a, _) = hub.start_settled(held("a")).unwrap();
+    hub.start_settled(held("wait")).unwrap();
+    hub.start_settled(held("c")).unwrap();
+    let mut settled = hub.settled_started(&a.id);
+    open.notify_one();
+    tokio::time::timeout(
+        unwritten::ENDED_AT_MOST + Duration::from_millis(100),
+        settled.wait(),
+    )
+    .await
+    .unwrap();
+    let ended = settled.ended().unwrap();
+    assert_eq!(ended.response.as_deref(), Some("a"));
+    assert_eq!(stored(&hub, &a.id), Some(ended));
 }

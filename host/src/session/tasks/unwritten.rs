@@ -13,41 +13,95 @@
 //! then are written together, in the order they came), and once it has
 //! waited [`UNWRITTEN_AT_MOST`]. Whatever reads the store finds every task
 //! the session took.
+//!
+//! One its agent answered while more tasks wait than the next (which the
+//! agent is handed at once) keeps its ending here too, to be written with
+//! the endings after it: at the next write of the session, once
+//! [`ENDED_AT_ONCE`] wait, or [`ENDED_AT_MOST`] later at most. Its request
+//! is answered once it is written.
 
 use std::collections::{HashMap, VecDeque};
 
-use super::store::NewRecord;
+use super::store::{NewRecord, Transition};
 
 /// How long a held task may wait unwritten, in milliseconds.
 pub const UNWRITTEN_AT_MOST: i64 = 50;
 
+/// How long a held task its agent answered may wait unwritten: its
+/// request is answered once it is written.
+pub const ENDED_AT_MOST: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Held tasks answered and not written yet that make a write at once.
+pub const ENDED_AT_ONCE: usize = 16;
+
+/// A held task not written yet.
+pub(super) struct Kept {
+    pub(super) record: NewRecord,
+    /// Once its agent answered it: the ending, and when. It is written
+    /// `working`, then ended.
+    pub(super) ending: Option<(Transition, i64)>,
+}
+
+impl From<NewRecord> for Kept {
+    fn from(record: NewRecord) -> Kept {
+        Kept {
+            record,
+            ending: None,
+        }
+    }
+}
+
 /// The held tasks not written yet, by id, in the order they came.
-#[derive(Default)]
 pub(super) struct Unwritten {
-    records: HashMap<String, NewRecord>,
-    /// `(created_ms, id)` oldest first; an id whose record was taken since
-    /// is passed over.
+    kept: HashMap<String, Kept>,
+    /// `(created_ms, id)` oldest first; an id taken since is passed over.
     order: VecDeque<(i64, String)>,
     /// A task writes the records that have waited too long, while any waits.
     watched: bool,
+    /// How many have an ending.
+    ended: usize,
+    /// [`ENDED_AT_MOST`], which a test may stretch.
+    pub(super) ended_at_most: std::time::Duration,
+}
+
+impl Default for Unwritten {
+    fn default() -> Unwritten {
+        Unwritten {
+            kept: HashMap::new(),
+            order: VecDeque::new(),
+            watched: false,
+            ended: 0,
+            ended_at_most: ENDED_AT_MOST,
+        }
+    }
 }
 
 impl Unwritten {
     pub(super) fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.kept.is_empty()
     }
 
     /// Whether task `id` waits unwritten.
     pub(super) fn holds(&self, id: &str) -> bool {
-        self.records.contains_key(id)
+        self.kept.contains_key(id)
     }
 
     /// Keeps `record`, the newest. True when nothing watches the records
     /// yet: the caller starts what does.
     pub(super) fn keep(&mut self, record: NewRecord) -> bool {
         self.order.push_back((record.created_ms, record.id.clone()));
-        self.records.insert(record.id.clone(), record);
+        self.kept.insert(record.id.clone(), record.into());
         !std::mem::replace(&mut self.watched, true)
+    }
+
+    /// Task `id`'s agent answered it `to` at `at`: kept to be written so.
+    /// Answers how many wait with an ending; none when `id` is not kept
+    /// or has one already.
+    pub(super) fn end(&mut self, id: &str, to: Transition, at: i64) -> Option<usize> {
+        let kept = self.kept.get_mut(id).filter(|k| k.ending.is_none())?;
+        kept.ending = Some((to, at));
+        self.ended += 1;
+        Some(self.ended)
     }
 
     /// The watch ends: nothing waits (answers None), or when the oldest
@@ -58,26 +112,37 @@ impl Unwritten {
         until
     }
 
-    /// Task `id`'s record, for its first write.
+    /// Task `id`'s record, for its first write, unless it has an ending
+    /// (written by [`Unwritten::take_ended`] first).
     pub(super) fn take(&mut self, id: &str) -> Option<NewRecord> {
-        let record = self.records.remove(id);
-        if self.records.is_empty() {
+        if self.kept.get(id)?.ending.is_some() {
+            return None;
+        }
+        let kept = self.remove(id);
+        if self.kept.is_empty() {
             self.order.clear();
         }
-        record
+        kept.map(|k| k.record)
     }
 
-    /// A record whose write failed: kept again, with the oldest.
-    pub(super) fn put_back(&mut self, record: NewRecord) {
+    fn remove(&mut self, id: &str) -> Option<Kept> {
+        let kept = self.kept.remove(id)?;
+        self.ended -= usize::from(kept.ending.is_some());
+        Some(kept)
+    }
+
+    /// One whose write failed: kept again, with the oldest.
+    pub(super) fn put_back(&mut self, kept: Kept) {
         self.order
-            .push_front((record.created_ms, record.id.clone()));
-        self.records.insert(record.id.clone(), record);
+            .push_front((kept.record.created_ms, kept.record.id.clone()));
+        self.ended += usize::from(kept.ending.is_some());
+        self.kept.insert(kept.record.id.clone(), kept);
     }
 
     /// When the oldest record came.
     pub(super) fn oldest(&mut self) -> Option<i64> {
         while let Some((created, id)) = self.order.front() {
-            if self.records.contains_key(id) {
+            if self.kept.contains_key(id) {
                 return Some(*created);
             }
             self.order.pop_front();
@@ -85,27 +150,43 @@ impl Unwritten {
         None
     }
 
-    /// The records that have waited [`UNWRITTEN_AT_MOST`] at `now`, oldest
+    /// The ones that have waited [`UNWRITTEN_AT_MOST`] at `now`, oldest
     /// first.
-    pub(super) fn take_overdue(&mut self, now: i64) -> Vec<NewRecord> {
+    pub(super) fn take_overdue(&mut self, now: i64) -> Vec<Kept> {
         let mut overdue = Vec::new();
         while let Some(created) = self.oldest() {
             if now - created < UNWRITTEN_AT_MOST {
                 break;
             }
             if let Some((_, id)) = self.order.pop_front() {
-                overdue.extend(self.records.remove(&id));
+                overdue.extend(self.remove(&id));
             }
         }
         overdue
     }
 
-    /// Every record, oldest first.
-    pub(super) fn take_all(&mut self) -> Vec<NewRecord> {
+    /// The ones with an ending, oldest first.
+    pub(super) fn take_ended(&mut self) -> Vec<Kept> {
+        if self.ended == 0 {
+            return Vec::new();
+        }
+        // Passes over the ids taken since, at the front.
+        self.oldest();
+        let ended: Vec<String> = self
+            .order
+            .iter()
+            .filter(|(_, id)| self.kept.get(id).is_some_and(|k| k.ending.is_some()))
+            .map(|(_, id)| id.clone())
+            .collect();
+        ended.iter().filter_map(|id| self.remove(id)).collect()
+    }
+
+    /// Every one, oldest first.
+    pub(super) fn take_all(&mut self) -> Vec<Kept> {
         let order = std::mem::take(&mut self.order);
         order
             .into_iter()
-            .filter_map(|(_, id)| self.records.remove(&id))
+            .filter_map(|(_, id)| self.remove(&id))
             .collect()
     }
 }
@@ -132,8 +213,8 @@ mod tests {
         }
     }
 
-    fn ids(records: Vec<NewRecord>) -> Vec<String> {
-        records.into_iter().map(|r| r.id).collect()
+    fn ids(kept: Vec<Kept>) -> Vec<String> {
+        kept.into_iter().map(|k| k.record.id).collect()
     }
 
     #[test]
@@ -157,12 +238,46 @@ mod tests {
         );
         assert_eq!(ids(unwritten.take_overdue(125 + UNWRITTEN_AT_MOST)), ["b"]);
         assert_eq!(unwritten.watch_until(), Some(130 + UNWRITTEN_AT_MOST));
-        unwritten.put_back(record("a", 100));
+        unwritten.put_back(record("a", 100).into());
         assert!(!unwritten.keep(record("d", 140)));
         assert_eq!(ids(unwritten.take_all()), ["a", "c", "d"]);
         assert!(unwritten.is_empty());
         assert_eq!(unwritten.oldest(), None);
         assert_eq!(unwritten.watch_until(), None);
         assert!(unwritten.keep(record("e", 150)), "watched again");
+    }
+
+    #[test]
+    fn endings_are_kept_with_their_records_and_taken_together() {
+        let mut unwritten = Unwritten::default();
+        for (id, created) in [("a", 100), ("b", 110), ("c", 120)] {
+            unwritten.keep(record(id, created));
+        }
+        let done = || Transition::to(TaskState::Completed);
+        assert_eq!(unwritten.end("b", done(), 130), Some(1));
+        assert_eq!(unwritten.end("b", done(), 131), None, "ended once");
+        assert_eq!(unwritten.end("x", done(), 131), None, "not kept");
+        assert_eq!(unwritten.end("a", done(), 132), Some(2));
+        assert!(unwritten.take("a").is_none(), "written with its ending");
+        let ended = unwritten.take_ended();
+        assert_eq!(
+            ended
+                .iter()
+                .map(|k| k.ending.as_ref().unwrap().1)
+                .collect::<Vec<_>>(),
+            [132, 130],
+            "in the order they came"
+        );
+        assert_eq!(ids(ended), ["a", "b"]);
+        assert!(unwritten.take_ended().is_empty());
+        assert!(unwritten.holds("c"));
+        // One put back after a failed write keeps its ending.
+        let mut again: Kept = record("b", 110).into();
+        again.ending = Some((done(), 130));
+        unwritten.put_back(again);
+        assert_eq!(unwritten.end("c", done(), 140), Some(2));
+        assert_eq!(ids(unwritten.take_all()), ["b", "c"]);
+        assert!(unwritten.take_ended().is_empty());
+        assert!(unwritten.is_empty());
     }
 }

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::images::ImageFiles;
@@ -162,8 +162,13 @@ struct Held {
     task: RunningTask,
     /// The process it was given to.
     generation: u64,
-    done: oneshot::Sender<Outcome>,
     wants: mpsc::UnboundedSender<Want>,
+}
+
+/// Where a task's lines go, or how long until a process may start.
+enum Hold {
+    Given(Outbox),
+    After(Duration),
 }
 
 /// What a task's future waits for on the agent's behalf.
@@ -225,41 +230,62 @@ impl Shared {
     }
 
     /// Holds task `id` for the running process, starting one when none
-    /// runs (after [`restart_delay`]): answers where its lines go.
+    /// runs and [`restart_delay`] has passed: answers where its lines go,
+    /// or how long to wait before asking again.
+    fn try_hold(
+        self: &Arc<Self>,
+        id: &str,
+        task: &RunningTask,
+        wants: &mpsc::UnboundedSender<Want>,
+    ) -> Result<Hold, String> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err("the session is closing".into());
+        }
+        let restart_at = state.restart_at();
+        if state.process.is_none() && restart_at <= Instant::now() {
+            self.start(&mut state)
+                .map_err(|e| format!("the agent cannot start: {e}"))?;
+        }
+        let Some(process) = &state.process else {
+            return Ok(Hold::After(
+                restart_at.saturating_duration_since(Instant::now()),
+            ));
+        };
+        let (generation, outbox) = (process.generation, process.outbox.clone());
+        let held = Held {
+            task: task.clone(),
+            generation,
+            wants: wants.clone(),
+        };
+        state.held.insert(id.to_string(), held);
+        Ok(Hold::Given(outbox))
+    }
+
+    /// [`Shared::try_hold`], waiting for a process to start.
     async fn hold(
         self: &Arc<Self>,
         id: &str,
         task: &RunningTask,
-        done: oneshot::Sender<Outcome>,
-        wants: mpsc::UnboundedSender<Want>,
+        wants: &mpsc::UnboundedSender<Want>,
     ) -> Result<Outbox, String> {
         loop {
-            let wait = {
-                let mut state = self.lock();
-                if state.closed {
-                    return Err("the session is closing".into());
-                }
-                let restart_at = state.restart_at();
-                if state.process.is_none() && restart_at <= Instant::now() {
-                    self.start(&mut state)
-                        .map_err(|e| format!("the agent cannot start: {e}"))?;
-                }
-                match &state.process {
-                    Some(process) => {
-                        let (generation, outbox) = (process.generation, process.outbox.clone());
-                        let held = Held {
-                            task: task.clone(),
-                            generation,
-                            done,
-                            wants,
-                        };
-                        state.held.insert(id.to_string(), held);
-                        return Ok(outbox);
-                    }
-                    None => restart_at.saturating_duration_since(Instant::now()),
-                }
-            };
-            tokio::time::sleep(wait).await;
+            match self.try_hold(id, task, wants)? {
+                Hold::Given(outbox) => return Ok(outbox),
+                Hold::After(wait) => tokio::time::sleep(wait).await,
+            }
+        }
+    }
+
+    /// Writes task `id`'s line, held: where its later lines go. The agent
+    /// never had it when the line cannot wait.
+    fn hand_over(&self, id: &str, outbox: Outbox, line: Vec<u8>) -> Result<Outbox, String> {
+        match outbox.send(line) {
+            Ok(()) => Ok(outbox),
+            Err(why) => {
+                self.lock().held.remove(id);
+                Err(why)
+            }
         }
     }
 
@@ -403,19 +429,21 @@ impl Reports for Shared {
             drop(state);
             return self.ignore(&format!("names {id:?}, no task the agent holds"));
         };
-        let (task, wants) = (held.task.clone(), held.wants.clone());
         let outcome = match line {
             AgentLine::Reply(text) => Outcome::Completed(text),
             AgentLine::Fail(text) => Outcome::Failed(text),
             AgentLine::NoAnswer(text) => Outcome::NoAnswer(text),
             line => {
+                let (task, wants) = (held.task.clone(), held.wants.clone());
                 drop(state);
                 return self.report(line, &task, &wants, outbox);
             }
         };
-        // The ending: the task is no longer the agent's.
+        // The ending: the task is no longer the agent's. Recorded from
+        // here, so that the next task's line follows it at once.
         if let Some(held) = state.held.remove(&id) {
-            let _ = held.done.send(outcome);
+            drop(state);
+            held.task.answer(outcome);
         }
     }
 
@@ -447,7 +475,7 @@ impl Reports for Shared {
         tracing::warn!(capsule = %self.capsule, generation, tasks = held.len(), "{why}");
         if !closed {
             for held in held {
-                let _ = held.done.send(Outcome::Failed(why.clone()));
+                held.task.answer(Outcome::Failed(why.clone()));
             }
         }
     }
@@ -455,7 +483,11 @@ impl Reports for Shared {
 
 impl Agent for StdioSession {
     fn run(&self, input: TaskInput, task: RunningTask) -> AgentFuture {
-        Box::pin(run(self.shared.clone(), input, task))
+        run(&self.shared, input, task)
+    }
+
+    fn cancelled(&self, task_id: &str) {
+        self.shared.release(task_id);
     }
 
     fn close(&self, drain: Duration) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
@@ -519,22 +551,17 @@ fn image_files(key: &str, images: &[Image]) -> Result<(ImageFiles, Vec<ImageRef>
     Ok((files, refs))
 }
 
-async fn run(shared: Arc<Shared>, input: TaskInput, task: RunningTask) -> Outcome {
+/// Hands task `input` to the agent: its line is written now when a
+/// process runs, or once one has started. The future serves what the task
+/// waits for on the agent's behalf (replies, completions) and ends only
+/// when the task cannot be handed over: the agent's ending is recorded
+/// through the task's handle, and the future dropped.
+fn run(shared: &Arc<Shared>, input: TaskInput, task: RunningTask) -> AgentFuture {
     let id = input.task_id.clone();
     // Removed when the task ends, with the future.
-    let (_images, refs) = match image_files(&id, &input.images) {
+    let (images, refs) = match image_files(&id, &input.images) {
         Ok(written) => written,
-        Err(why) => return Outcome::Failed(why),
-    };
-    let (done, mut ended) = oneshot::channel();
-    let (wants, mut wanted) = mpsc::unbounded_channel();
-    let outbox = match shared.hold(&id, &task, done, wants).await {
-        Ok(outbox) => outbox,
-        Err(why) => return Outcome::Failed(why),
-    };
-    let holding = Holding {
-        shared: shared.clone(),
-        id: id.clone(),
+        Err(why) => return Box::pin(std::future::ready(Outcome::Failed(why))),
     };
     let line = HostLine::Task {
         task: &id,
@@ -546,23 +573,51 @@ async fn run(shared: Arc<Shared>, input: TaskInput, task: RunningTask) -> Outcom
         trust: input.trust.as_deref(),
         traceparent: input.trace.as_ref().map(|t| t.traceparent.as_str()),
         tracestate: input.trace.as_ref().and_then(|t| t.tracestate.as_deref()),
-    };
-    if let Err(why) = outbox.send(line.to_bytes()) {
-        // The agent never had it: nothing to cancel.
-        shared.lock().held.remove(&id);
-        return Outcome::Failed(why);
     }
+    .to_bytes();
+    let (wants, wanted) = mpsc::unbounded_channel();
+    let shared = shared.clone();
+    let holding = Holding {
+        shared: shared.clone(),
+        id: id.clone(),
+    };
+    let handed = match shared.try_hold(&id, &task, &wants) {
+        Ok(Hold::Given(outbox)) => shared.hand_over(&id, outbox, line),
+        Ok(Hold::After(_)) => {
+            return Box::pin(async move {
+                let outbox = match shared.hold(&id, &task, &wants).await {
+                    Ok(outbox) => outbox,
+                    Err(why) => return Outcome::Failed(why),
+                };
+                let outbox = match shared.hand_over(&id, outbox, line) {
+                    Ok(outbox) => outbox,
+                    Err(why) => return Outcome::Failed(why),
+                };
+                serve(id, outbox, wanted, images, holding).await
+            });
+        }
+        Err(why) => Err(why),
+    };
+    match handed {
+        Ok(outbox) => Box::pin(serve(id, outbox, wanted, images, holding)),
+        Err(why) => Box::pin(std::future::ready(Outcome::Failed(why))),
+    }
+}
+
+/// What task `id` waits for on the agent's behalf, until the task ends and
+/// the future is dropped (with `holding`, letting go of the task, and the
+/// task's `images`).
+async fn serve(
+    id: String,
+    outbox: Outbox,
+    mut wanted: mpsc::UnboundedReceiver<Want>,
+    images: ImageFiles,
+    holding: Holding,
+) -> Outcome {
+    let _kept = (images, holding);
     let mut waiting: JoinSet<Ready> = JoinSet::new();
     loop {
         tokio::select! {
-            outcome = &mut ended => match outcome {
-                Ok(outcome) => {
-                    drop(holding);
-                    return outcome;
-                }
-                // The session closed with the task held: it keeps its state.
-                Err(_) => std::future::pending().await,
-            },
             Some(want) = wanted.recv() => match want {
                 Want::Reply(reply) => {
                     waiting.spawn(async move { Ready::Reply(reply.await) });
@@ -594,6 +649,9 @@ async fn run(shared: Arc<Shared>, input: TaskInput, task: RunningTask) -> Outcom
                     return Outcome::Failed(why);
                 }
             }
+            // Ended (its ending is being recorded), or the session closed
+            // with the task held: it keeps its state.
+            else => std::future::pending().await,
         }
     }
 }
