@@ -52,10 +52,6 @@ impl Queue {
         self.0.is_empty()
     }
 
-    pub(super) fn len(&self) -> usize {
-        self.0.len()
-    }
-
     /// Task `id` waits, last.
     pub(super) fn push(&mut self, id: String, input: TaskInput) {
         self.0.push_back((id, input));

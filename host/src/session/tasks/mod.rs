@@ -880,11 +880,13 @@ impl Hub {
     /// Records what the agent answered, unless the task ended meanwhile:
     /// answered by its future (`returned`: its runner is returning) or
     /// through its handle (the future is dropped); then hands the agent the
-    /// next queued task. A held task not written yet, answered while more
-    /// tasks wait than the next, is written with the ones answered after
-    /// it, [`ENDED_AT_MOST`](unwritten::ENDED_AT_MOST) later at most: the
-    /// agent works on the next meanwhile, and the clients of the others
-    /// keep it busy. Writes are what a task costs the door most.
+    /// next queued task. A held task not written yet, answered while a task
+    /// waits, is written with the ones answered after it: the agent is
+    /// handed that task first, and works on it while the endings are
+    /// written, at once when no other task waits behind it, else
+    /// [`ENDED_AT_MOST`](unwritten::ENDED_AT_MOST) later at most (the
+    /// clients of the others keep the agent busy meanwhile). Writes are
+    /// what a task costs the door most.
     fn finish(self: &Arc<Self>, id: &str, outcome: Outcome, returned: bool) {
         let mut live = self.lock();
         let Some(running) = live.tasks.get_mut(id) else {
@@ -899,11 +901,12 @@ impl Hub {
         let unrecorded = running.answered(to.state);
         if unrecorded
             && live.unwritten.holds(id)
-            && live.queue.len() > 1
             && let Some(next) = live.next_queued()
         {
+            let last = live.queue.is_empty();
             match live.unwritten.end(id, to, now) {
                 Some(n) if n >= unwritten::ENDED_AT_ONCE => self.write_ended(&mut live),
+                Some(_) if last => self.write_ended_after(Duration::ZERO),
                 Some(1) => self.write_ended_after(live.unwritten.ended_at_most),
                 _ => {}
             }

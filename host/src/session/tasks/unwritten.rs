@@ -14,11 +14,12 @@
 //! waited [`UNWRITTEN_AT_MOST`]. Whatever reads the store finds every task
 //! the session took.
 //!
-//! One its agent answered while more tasks wait than the next (which the
-//! agent is handed at once) keeps its ending here too, to be written with
-//! the endings after it: at the next write of the session, once
-//! [`ENDED_AT_ONCE`] wait, or [`ENDED_AT_MOST`] later at most. Its request
-//! is answered once it is written.
+//! One its agent answered while another task waits (which the agent is
+//! handed at once) keeps its ending here too, to be written with the
+//! endings after it: at the next write of the session, once
+//! [`ENDED_AT_ONCE`] wait, or [`ENDED_AT_MOST`] later at most (at once,
+//! beside the agent's work, when no task waits behind the one handed
+//! over). Its request is answered once it is written.
 
 use std::collections::{HashMap, VecDeque};
 
