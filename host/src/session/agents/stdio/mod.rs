@@ -289,8 +289,9 @@ impl Shared {
         }
     }
 
-    /// Task `id` is no longer the agent's. When it still was (its future was
-    /// dropped: a cancel, murmur.StopSession), the agent is told.
+    /// Task `id` is no longer the agent's. When it still was (a cancel or
+    /// murmur.StopSession, as it is recorded; or its future dropped), the
+    /// agent is told.
     fn release(&self, id: &str) {
         let mut state = self.lock();
         let Some(held) = state.held.remove(id) else {
