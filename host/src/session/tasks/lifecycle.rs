@@ -218,21 +218,17 @@ impl Running {
     }
 
     /// Its agent has answered it, ending it in `state`: its future is
-    /// dropped (unless it is returning), nothing more it reports counts, and
-    /// the agent may be handed the next queued task while the ending is
-    /// written. Answers whether `working` was left unrecorded.
-    pub(super) fn answered(&mut self, state: TaskState) -> bool {
-        if let Some(runner) = self.runner.take() {
+    /// dropped, unless `returned` (its runner is returning: nothing to
+    /// abort); nothing more it reports counts, and the agent may be handed
+    /// the next queued task while the ending is written. Answers whether
+    /// `working` was left unrecorded.
+    pub(super) fn answered(&mut self, state: TaskState, returned: bool) -> bool {
+        if let Some(runner) = self.runner.take().filter(|_| !returned) {
             runner.abort();
         }
         self.started = false;
         self.state = state;
         std::mem::take(&mut self.working_unrecorded)
-    }
-
-    /// The runner is returning: nothing to abort.
-    pub(super) fn returned(&mut self) {
-        self.runner = None;
     }
 
     /// Whether `working` is to be recorded now: true once, the first time

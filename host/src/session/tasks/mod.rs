@@ -889,16 +889,13 @@ impl Hub {
     /// what a task costs the door most.
     fn finish(self: &Arc<Self>, id: &str, outcome: Outcome, returned: bool) {
         let mut live = self.lock();
-        let Some(running) = live.tasks.get_mut(id) else {
+        if !live.tasks.contains(id) {
             return;
-        };
-        if returned {
-            running.returned();
         }
         let now = now_ms();
         let to = ending(outcome, live.metadata(id, now));
         let running = live.tasks.get_mut(id).expect("live above");
-        let unrecorded = running.answered(to.state);
+        let unrecorded = running.answered(to.state, returned);
         if unrecorded
             && live.unwritten.holds(id)
             && let Some(next) = live.next_queued()
@@ -927,7 +924,10 @@ impl Hub {
     fn write_ended_after(self: &Arc<Self>, wait: Duration) {
         let hub = Arc::downgrade(self);
         tokio::spawn(async move {
-            tokio::time::sleep(wait).await;
+            // At once: no turn of the timer.
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
             if let Some(hub) = hub.upgrade() {
                 let mut live = hub.lock();
                 hub.write_ended(&mut live);

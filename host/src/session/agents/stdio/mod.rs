@@ -582,27 +582,25 @@ fn run(shared: &Arc<Shared>, input: TaskInput, task: RunningTask) -> AgentFuture
         shared: shared.clone(),
         id: id.clone(),
     };
-    let handed = match shared.try_hold(&id, &task, &wants) {
-        Ok(Hold::Given(outbox)) => shared.hand_over(&id, outbox, line),
-        Ok(Hold::After(_)) => {
-            return Box::pin(async move {
-                let outbox = match shared.hold(&id, &task, &wants).await {
-                    Ok(outbox) => outbox,
-                    Err(why) => return Outcome::Failed(why),
-                };
-                let outbox = match shared.hand_over(&id, outbox, line) {
-                    Ok(outbox) => outbox,
-                    Err(why) => return Outcome::Failed(why),
-                };
-                serve(id, outbox, wanted, images, holding).await
-            });
-        }
-        Err(why) => Err(why),
+    // Handed over now, or the line kept until a process has started.
+    let now = match shared.try_hold(&id, &task, &wants) {
+        Ok(Hold::Given(outbox)) => Ok(shared.hand_over(&id, outbox, line)),
+        Ok(Hold::After(_)) => Err(line),
+        Err(why) => Ok(Err(why)),
     };
-    match handed {
-        Ok(outbox) => Box::pin(serve(id, outbox, wanted, images, holding)),
-        Err(why) => Box::pin(std::future::ready(Outcome::Failed(why))),
-    }
+    Box::pin(async move {
+        let handed = match now {
+            Ok(handed) => handed,
+            Err(line) => match shared.hold(&id, &task, &wants).await {
+                Ok(outbox) => shared.hand_over(&id, outbox, line),
+                Err(why) => Err(why),
+            },
+        };
+        match handed {
+            Ok(outbox) => serve(id, outbox, wanted, images, holding).await,
+            Err(why) => Outcome::Failed(why),
+        }
+    })
 }
 
 /// What task `id` waits for on the agent's behalf, until the task ends and
